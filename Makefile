@@ -1,0 +1,48 @@
+# Entry points. Each target creates the virtual environment and installs requirements.txt first
+# when they are missing or out of date, so every command works on a fresh clone.
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export OMP_NUM_THREADS ?= 1
+export MPLBACKEND ?= Agg
+
+.PHONY: demo test lab build validate lint format clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+## demo: build the course and grade a small demo class, then print the scores (the main job)
+demo: $(STAMP)
+	$(PY) -m autograder demo
+
+## test: run the whole test suite (what CI runs)
+test: $(STAMP)
+	$(PY) -m pytest
+
+## lab: open JupyterLab on the student notebooks
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+## build: regenerate the student versions in notebooks/ from solutions/
+build: $(STAMP)
+	$(PY) -m autograder build
+
+## validate: every solution gets full marks, every student version zero
+validate: $(STAMP)
+	$(PY) -m autograder validate
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check autograder utils tests solutions
+	$(VENV)/bin/ruff format --check autograder utils tests solutions
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format autograder utils tests solutions
+	$(VENV)/bin/ruff check --fix autograder utils tests solutions
+
+clean:
+	rm -rf build course/source course/release .pytest_cache

@@ -1,0 +1,176 @@
+"""Build the course: ``solutions/*.py`` -> nbgrader source notebooks -> student versions in ``notebooks/``.
+
+The hand-edited sources are jupytext percent-format ``.py`` files. A cell header names the
+nbgrader role of a cell::
+
+    # %% solution grade_id="linear_forward"            an autograded answer cell
+    # %% tests grade_id="test_linear_layer" points=4   a locked, graded test cell
+
+Every other cell is an ordinary cell. The build turns each source into an nbgrader source notebook
+in ``<course>/source/<assignment>/`` (outside ``solutions/``, because nbgrader releases every file
+in an assignment's source folder), runs nbgrader's ``generate_assignment``, and copies the student
+version to ``notebooks/``. Cell ids are fixed (the grade id, or the cell's position), so building
+twice gives identical bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbformat import NotebookNode
+
+REPO = Path(__file__).resolve().parent.parent
+SOLUTIONS = REPO / "solutions"
+NOTEBOOKS = REPO / "notebooks"
+COURSE = REPO / "course"
+COURSE_ID = "backprop-course"
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+#: jupytext keeps layout hints in cell metadata; they mean nothing in the built notebook.
+LAYOUT_KEYS = ("lines_to_next_cell", "lines_to_end_of_cell_marker", "cell_marker")
+
+
+class BuildError(Exception):
+    """A source notebook that cannot be built, with the file and cell that is wrong."""
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One notebook of the course, which is one nbgrader assignment of the same name."""
+
+    name: str
+    source: Path
+
+    @property
+    def notebook(self) -> str:
+        """The notebook's file name, in every nbgrader folder and in ``notebooks/``."""
+        return f"{self.name}.ipynb"
+
+
+def assignments(solutions: Path = SOLUTIONS) -> list[Assignment]:
+    """The course's assignments, in notebook order: one per ``solutions/NN_*.py`` file."""
+    return [Assignment(p.stem, p) for p in sorted(solutions.glob("[0-9][0-9]_*.py"))]
+
+
+def ensure_tools_on_path() -> None:
+    """Put this interpreter's scripts folder on PATH: nbgrader runs ``alembic`` (gradebook
+    migrations) as a command, which fails when the virtual environment is used without activation."""
+    scripts = str(Path(sys.executable).parent)
+    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+
+
+def nbgrader_config(root: Path = COURSE):
+    """The nbgrader configuration of a course directory; ``nbgrader_config.py`` uses it too."""
+    from traitlets.config import Config
+
+    c = Config()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.course_id = COURSE_ID
+    c.ClearSolutions.code_stub = {"python": STUB}
+    c.Execute.timeout = 300
+    return c
+
+
+def _nbgrader_metadata(kind: str, grade_id: str, points: float | None) -> dict:
+    if kind == "solution":
+        return {"grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3, "solution": True}
+    if points is None:
+        raise ValueError("a tests cell needs points=")
+    return {
+        "grade": True,
+        "grade_id": grade_id,
+        "locked": True,
+        "points": points,
+        "schema_version": 3,
+        "solution": False,
+    }
+
+
+def source_notebook(source: Path) -> NotebookNode:
+    """Read a jupytext source and return the nbgrader source notebook, with fixed cell ids."""
+    nb = jupytext.read(source, fmt="py:percent")
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        meta = cell.metadata
+        for key in LAYOUT_KEYS:
+            meta.pop(key, None)
+        kind = meta.pop("title", None)
+        grade_id = meta.pop("grade_id", None)
+        points = meta.pop("points", None)
+        where = f"{source.name}, cell {index + 1}"
+        if kind is None:
+            if grade_id is not None or points is not None:
+                raise BuildError(f"{where}: grade_id/points given without 'solution' or 'tests'")
+            cell.id = f"cell-{index:03d}"
+        elif kind in ("solution", "tests"):
+            if not grade_id:
+                raise BuildError(f"{where}: a {kind} cell needs grade_id=")
+            if grade_id in seen:
+                raise BuildError(f"{where}: grade_id {grade_id!r} is used twice")
+            seen.add(grade_id)
+            try:
+                meta["nbgrader"] = _nbgrader_metadata(kind, grade_id, points)
+            except ValueError as exc:
+                raise BuildError(f"{where}: {exc}") from None
+            cell.id = grade_id
+        else:
+            raise BuildError(f"{where}: unknown cell kind {kind!r} (use 'solution' or 'tests')")
+        unexpected = sorted(set(meta) - {"nbgrader"})
+        if unexpected:
+            raise BuildError(f"{where}: unexpected cell metadata {unexpected}")
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    nbformat.validate(nb)
+    return nb
+
+
+def write_sources(root: Path = COURSE, solutions: Path = SOLUTIONS) -> list[Assignment]:
+    """Write every assignment's nbgrader source notebook into ``<root>/source/<assignment>/``."""
+    found = assignments(solutions)
+    if not found:
+        raise BuildError(f"no sources found in {solutions}")
+    for a in found:
+        folder = root / "source" / a.name
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        nbformat.write(source_notebook(a.source), folder / a.notebook)
+    return found
+
+
+def generate(root: Path, names: list[str]) -> None:
+    """Run nbgrader's ``generate_assignment`` for each assignment in the course at ``root``."""
+    from nbgrader.apps import NbGraderAPI
+
+    ensure_tools_on_path()
+    api = NbGraderAPI(config=nbgrader_config(root))
+    for name in names:
+        result = api.generate_assignment(name, force=True)
+        if not result["success"]:
+            raise BuildError(
+                f"nbgrader generate_assignment {name} failed:\n{result['error']}\n{result['log']}"
+            )
+
+
+def build(root: Path = COURSE, out: Path = NOTEBOOKS, solutions: Path = SOLUTIONS) -> list[Path]:
+    """Build the course at ``root`` and copy the student versions into ``out``; return their paths."""
+    found = write_sources(root, solutions)
+    generate(root, [a.name for a in found])
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for a in found:
+        target = out / a.notebook
+        shutil.copyfile(root / "release" / a.name / a.notebook, target)
+        written.append(target)
+    return written

@@ -1,0 +1,86 @@
+"""Reference answers, computed by PyTorch autograd in float64.
+
+Each function takes plain numpy inputs and returns plain numpy outputs, so the checks compare a
+learner's numpy results with PyTorch's own on exactly the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def _leaf(a: np.ndarray) -> torch.Tensor:
+    return torch.tensor(np.asarray(a, dtype=np.float64), dtype=torch.float64, requires_grad=True)
+
+
+def _np(t: torch.Tensor | None) -> np.ndarray:
+    assert t is not None
+    return t.detach().numpy().copy()
+
+
+def gradient(f: Callable[[torch.Tensor], torch.Tensor], x: np.ndarray) -> np.ndarray:
+    """The gradient of a scalar torch function ``f`` at ``x``, by autograd."""
+    xt = _leaf(x)
+    (g,) = torch.autograd.grad(f(xt), xt)
+    return _np(g)
+
+
+def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray, dout: np.ndarray) -> dict[str, np.ndarray]:
+    """``out = x @ W.T + b`` (``torch.nn.functional.linear``) and its gradients for upstream ``dout``."""
+    xt, Wt, bt = _leaf(x), _leaf(W), _leaf(b)
+    out = F.linear(xt, Wt, bt)
+    out.backward(torch.from_numpy(np.asarray(dout, dtype=np.float64)))
+    return {"out": _np(out), "dx": _np(xt.grad), "dW": _np(Wt.grad), "db": _np(bt.grad)}
+
+
+def mse(pred: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
+    """The mean squared error over all elements and its gradient with respect to ``pred``."""
+    pt = _leaf(pred)
+    loss = F.mse_loss(pt, torch.from_numpy(np.asarray(target, dtype=np.float64)))
+    loss.backward()
+    return {"loss": _np(loss), "dpred": _np(pt.grad)}
+
+
+ACTIVATIONS: Mapping[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+}
+
+
+def activation(kind: str, x: np.ndarray, dout: np.ndarray) -> dict[str, np.ndarray]:
+    """An elementwise activation (``relu``, ``sigmoid`` or ``tanh``) and its input gradient."""
+    xt = _leaf(x)
+    out = ACTIVATIONS[kind](xt)
+    out.backward(torch.from_numpy(np.asarray(dout, dtype=np.float64)))
+    return {"out": _np(out), "dx": _np(xt.grad)}
+
+
+def softmax_cross_entropy(scores: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Mean cross-entropy of softmax(scores) against integer labels, and its gradient."""
+    st = _leaf(scores)
+    loss = F.cross_entropy(st, torch.from_numpy(np.asarray(y, dtype=np.int64)))
+    loss.backward()
+    return {"loss": _np(loss), "dscores": _np(st.grad)}
+
+
+def two_layer_net(
+    params: Mapping[str, np.ndarray], X: np.ndarray, y: np.ndarray | None = None, reg: float = 0.0
+) -> dict[str, np.ndarray]:
+    """Affine-ReLU-affine scores; with labels, also the softmax loss with L2 on W1, W2 and every gradient."""
+    p = {k: _leaf(params[k]) for k in ("W1", "b1", "W2", "b2")}
+    Xt = torch.from_numpy(np.asarray(X, dtype=np.float64))
+    scores = F.linear(torch.relu(F.linear(Xt, p["W1"], p["b1"])), p["W2"], p["b2"])
+    result = {"scores": _np(scores)}
+    if y is None:
+        return result
+    loss = F.cross_entropy(scores, torch.from_numpy(np.asarray(y, dtype=np.int64)))
+    loss = loss + 0.5 * reg * ((p["W1"] ** 2).sum() + (p["W2"] ** 2).sum())
+    loss.backward()
+    result["loss"] = _np(loss)
+    result.update({f"d{k}": _np(t.grad) for k, t in p.items()})
+    return result

@@ -1,0 +1,57 @@
+"""Every tolerance the checks use, in one place, each with the reason for its size.
+
+A value passes when ``|actual - expected| <= atol + rtol * |expected|`` holds for every element,
+the rule of ``numpy.isclose``. All comparisons are made in float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """An elementwise closeness rule and the reason it is this size."""
+
+    rtol: float
+    atol: float
+    reason: str
+
+
+FLOAT64 = Tolerance(
+    rtol=1e-7,
+    atol=1e-10,
+    reason=(
+        "The learner and PyTorch evaluate the same float64 formula in a different order, which "
+        "changes results by ~1e-15 relative. 1e-7 leaves eight orders of margin over rounding, while "
+        "every real mistake (transpose, sign, missing 1/N, wrong mask) is wrong by O(1) relative."
+    ),
+)
+
+LOSS = Tolerance(
+    rtol=1e-6,
+    atol=1e-9,
+    reason=(
+        "Losses written as log(p + eps) with a small eps (up to ~1e-7) differ from the exact value by "
+        "about 1e-7 relative; that is a stylistic choice, not a mistake, so it must pass."
+    ),
+)
+
+FINITE_DIFFERENCE = Tolerance(
+    rtol=1e-7,
+    atol=1e-8,
+    reason=(
+        "Centred differences with h=1e-5 on the check's smooth test functions are accurate to ~1e-10 "
+        "(truncation h^2/6 * f''' plus rounding eps * |f| / h). Forward differences are off by "
+        "~h/2 * f'' ~ 1e-5 and must fail, so the bound sits between the two, 100x from each."
+    ),
+)
+
+TRAINING = Tolerance(
+    rtol=0.05,
+    atol=0.0,
+    reason=(
+        "A fitted model is graded on its loss relative to the best achievable (least squares): "
+        "gradient descent that has converged gets within a few percent of it."
+    ),
+)

@@ -1,0 +1,62 @@
+"""The comparison table for "try it" cells: your values next to PyTorch's, one row per tensor."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from autograder.compare import Verdict
+from autograder.compare import compare as compare_one
+from autograder.tolerances import FLOAT64, Tolerance
+
+
+@dataclass(frozen=True)
+class ComparisonTable:
+    """Rows of verdicts, shown as text (``print``) or as an HTML table in JupyterLab."""
+
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def all_ok(self) -> bool:
+        """True when every row matches."""
+        return all(v.ok for v in self.verdicts)
+
+    def rows(self) -> list[tuple[str, str, str, str, str]]:
+        """(name, shape ok, max abs error, max relative error, verdict) for each row, as text."""
+        out = []
+        for v in self.verdicts:
+            abs_err = "-" if v.max_abs_err is None else f"{v.max_abs_err:.1e}"
+            rel_err = "-" if v.max_rel_err is None else f"{v.max_rel_err:.1e}"
+            verdict = "ok" if v.ok else v.message()
+            out.append((v.name, "yes" if v.shape_ok else "no", abs_err, rel_err, verdict))
+        return out
+
+    def __repr__(self) -> str:
+        header = ("name", "shape ok", "max abs err", "max rel err", "verdict")
+        rows = [header, *self.rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in rows
+        ]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("name", "shape ok", "max abs err", "max rel err", "verdict"))
+        body = "".join(
+            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row) + "</tr>"
+            for row in self.rows()
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def compare(tol: Tolerance = FLOAT64, **pairs: tuple[Any, Any]) -> ComparisonTable:
+    """Compare your values with reference values, one table row per keyword.
+
+    Introduced in notebook 01. Usage: ``compare(dx=(dx, dx_ref), dW=(dW, dW_ref))``. Each row says
+    whether the shape matches, the largest absolute and relative errors, and a verdict that names
+    the likely mistake when it can tell. Uses the same comparison as the graded checks; values
+    of any floating dtype are accepted here (the graded checks ask for float64).
+    """
+    verdicts = tuple(compare_one(name, mine, ref, tol=tol, dtype=None) for name, (mine, ref) in pairs.items())
+    return ComparisonTable(verdicts)

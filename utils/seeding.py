@@ -1,0 +1,24 @@
+"""Seeding, so that every run of a notebook gives the same numbers."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+
+def seed_everything(seed: int = 0) -> np.random.Generator:
+    """Seed Python's, numpy's and PyTorch's global generators; return a fresh numpy Generator.
+
+    Introduced in notebook 01. PyTorch is seeded only when it is installed and imported cheaply,
+    so numpy-only notebooks do not pay for importing it.
+    """
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a pinned dependency
+        pass
+    else:
+        torch.manual_seed(seed)
+    return np.random.default_rng(seed)
