@@ -13,7 +13,6 @@ import io
 import os
 import traceback
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -118,5 +118,5 @@ LINEAR_LAYER = register(
 
 
 def check_linear_layer(linear_forward: Any, linear_backward: Any, *, seed: int = 0) -> float:
-    """Grade ``linear_forward`` and ``linear_backward`` against PyTorch; print feedback, return points (of 4)."""
+    """Grade ``linear_forward`` and ``linear_backward`` against PyTorch; print feedback; return points."""
     return run_check(LINEAR_LAYER, linear_forward, linear_backward, seed=seed)
