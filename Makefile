@@ -16,12 +16,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-## demo: build the course and grade a small demo class, then print the scores (the main job)
+## demo: build the course, grade the demo class with the grading engine, print the scores (the main job)
 demo: $(STAMP)
 	$(PY) -m autograder demo
 
-## test: run the whole test suite (what CI runs)
-test: $(STAMP)
+## test: lint, then the whole test suite (what CI runs)
+test: lint
 	$(PY) -m pytest
 
 ## lab: open JupyterLab on the student notebooks
@@ -37,12 +37,12 @@ validate: $(STAMP)
 	$(PY) -m autograder validate
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check autograder utils tests solutions
-	$(VENV)/bin/ruff format --check autograder utils tests solutions
+	$(VENV)/bin/ruff check autograder utils tests solutions benchmarks
+	$(VENV)/bin/ruff format --check autograder utils tests solutions benchmarks
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format autograder utils tests solutions
-	$(VENV)/bin/ruff check --fix autograder utils tests solutions
+	$(VENV)/bin/ruff format autograder utils tests solutions benchmarks
+	$(VENV)/bin/ruff check --fix autograder utils tests solutions benchmarks
 
 clean:
 	rm -rf build course/source course/release .pytest_cache

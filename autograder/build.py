@@ -67,15 +67,19 @@ def ensure_tools_on_path() -> None:
         os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
 
 
-def nbgrader_config(root: Path = COURSE):
+def nbgrader_config(root: Path = COURSE, db_url: str | None = None):
     """The nbgrader configuration of a course directory; ``nbgrader_config.py`` uses it too."""
     from traitlets.config import Config
 
     c = Config()
     c.CourseDirectory.root = str(root)
+    if db_url:
+        c.CourseDirectory.db_url = db_url
     c.CourseDirectory.course_id = COURSE_ID
     c.ClearSolutions.code_stub = {"python": STUB}
     c.Execute.timeout = 300
+    # ipykernel logs a transport warning at every start; only the kernel's errors are worth showing.
+    c.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     return c
 
 
@@ -137,24 +141,41 @@ def source_notebook(source: Path) -> NotebookNode:
 
 def write_sources(root: Path = COURSE, solutions: Path = SOLUTIONS) -> list[Assignment]:
     """Write every assignment's nbgrader source notebook into ``<root>/source/<assignment>/``."""
+    course, _ = sync_sources(root, solutions)
+    return course
+
+
+def sync_sources(root: Path = COURSE, solutions: Path = SOLUTIONS) -> tuple[list[Assignment], list[str]]:
+    """Bring ``<root>/source/`` up to date; return the assignments and the names of those that changed.
+
+    An unchanged source is not rewritten, so a course directory with graded submissions is only
+    regenerated where the course itself changed.
+    """
     found = assignments(solutions)
     if not found:
         raise BuildError(f"no sources found in {solutions}")
+    changed = []
     for a in found:
         folder = root / "source" / a.name
+        text = nbformat.writes(source_notebook(a.source)) + "\n"
+        target = folder / a.notebook
+        release = root / "release" / a.name / a.notebook
+        if target.exists() and target.read_text(encoding="utf-8") == text and release.exists():
+            continue
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        nbformat.write(source_notebook(a.source), folder / a.notebook)
-    return found
+        target.write_text(text, encoding="utf-8")
+        changed.append(a.name)
+    return found, changed
 
 
-def generate(root: Path, names: list[str]) -> None:
+def generate(root: Path, names: list[str], db_url: str | None = None) -> None:
     """Run nbgrader's ``generate_assignment`` for each assignment in the course at ``root``."""
     from nbgrader.apps import NbGraderAPI
 
     ensure_tools_on_path()
-    api = NbGraderAPI(config=nbgrader_config(root))
+    api = NbGraderAPI(config=nbgrader_config(root, db_url))
     for name in names:
         result = api.generate_assignment(name, force=True)
         if not result["success"]:

@@ -7,21 +7,28 @@ recognisable, the likely mistake: transposed, sign flipped, off by a factor (of 
 over an axis, or one of the plausible wrong answers a check passes in as ``mistakes``.
 
 Everything here works on plain numpy data, so a verdict can be recomputed from recorded evidence
-outside the learner's kernel.
+outside the learner's kernel. :func:`compare` never writes to stderr (nbgrader gives zero to a test
+cell that does): floating-point warnings from extreme learner values are silenced inside it.
 """
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from autograder.tolerances import FLOAT64, Tolerance
+from autograder.tolerances import FLOAT16, FLOAT32, FLOAT64, Tolerance
 
 #: Problems in the order they are looked for: the first one found is the one reported.
 PROBLEMS = ("missing", "type", "shape", "dtype", "nonfinite", "values")
+
+# Axis permutations and reductions are tried exhaustively; beyond this many axes that costs too much
+# and no exercise in the course has such tensors.
+_MAX_NDIM_SEARCHED = 5
 
 
 @dataclass(frozen=True)
@@ -53,30 +60,57 @@ class Verdict:
         return self.detail
 
 
+def _torch_to_numpy(value: Any) -> np.ndarray | None:
+    import torch
+
+    try:
+        t = value.detach()
+        if t.layout != torch.strided:  # sparse tensors have no numpy view
+            t = t.to_dense()
+        t = t.cpu().resolve_conj().resolve_neg()
+        if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+            # bfloat16 and the float8 types have no numpy dtype; float32 holds them exactly.
+            t = t.float()
+        return t.numpy()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        # meta tensors, nested tensors and other exotic layouts: not numeric data we can compare
+        return None
+
+
 def as_array(value: Any) -> np.ndarray | None:
     """Return ``value`` as a numpy array, or None when it is not numeric array-like data.
 
-    Accepts numpy arrays and scalars, torch tensors (detached, moved to the CPU) and Python
-    numbers. Lists, None and other objects are not accepted: an exercise that asks for an array
-    must return one.
+    Accepts numpy arrays and scalars, torch tensors (detached, so one that requires grad is fine,
+    moved to the CPU) and Python numbers. Lists, None, bools and other objects are not accepted: an
+    exercise that asks for an array must return one. Subclasses such as ``np.matrix`` become plain
+    arrays, so that axis arithmetic behaves as for any array.
     """
     if isinstance(value, np.ndarray):
-        return value
+        return np.asarray(value)
     if isinstance(value, (bool, np.bool_)):
         return None
-    if isinstance(value, (int, float, np.number)):
+    if isinstance(value, (int, float, complex, np.number)):
         return np.asarray(value)
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a pinned dependency
         return None
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().resolve_conj().resolve_neg().numpy()
+        return _torch_to_numpy(value)
     return None
 
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
+
+
+def _fmt_pair(got: float, expected: float) -> tuple[str, str]:
+    """Both numbers with just enough digits to tell them apart (never "got 1, expected 1")."""
+    for digits in (6, 9, 12, 17):
+        g, e = f"{got:.{digits}g}", f"{expected:.{digits}g}"
+        if g != e:
+            break
+    return g, e
 
 
 def _fmt_shape(shape: tuple[int, ...]) -> str:
@@ -87,15 +121,76 @@ def _fmt_index(index: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(i) for i in index) + "]"
 
 
-def _close(a: np.ndarray, b: np.ndarray, tol: Tolerance) -> bool:
-    return a.shape == b.shape and bool(np.all(np.isclose(a, b, rtol=tol.rtol, atol=tol.atol)))
+def _fmt_axes(axes: tuple[int, ...]) -> str:
+    return f"axis {axes[0]}" if len(axes) == 1 else "axes " + _fmt_shape(axes)
+
+
+def _close(a: Any, b: Any, tol: Tolerance, equal_nan: bool = False) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(
+        np.all(np.isclose(a, b, rtol=tol.rtol, atol=tol.atol, equal_nan=equal_nan))
+    )
+
+
+def _widened(tol: Tolerance, *dtypes: np.dtype) -> Tolerance:
+    """``tol``, loosened to the precision of any lower-precision floating dtype among ``dtypes``.
+
+    A value that is accepted in float32 (``dtype=None``) or a float32 reference cannot be held to
+    float64 rounding: a correct float32 computation would be reported wrong.
+    """
+    for dt in dtypes:
+        if dt.kind == "f" and dt.itemsize < 8:
+            low = FLOAT16 if dt.itemsize <= 2 else FLOAT32
+            if low.rtol > tol.rtol or low.atol > tol.atol:
+                tol = Tolerance(max(tol.rtol, low.rtol), max(tol.atol, low.atol), low.reason)
+    return tol
 
 
 def _named_mistake(actual: np.ndarray, mistakes: Mapping[str, Any], tol: Tolerance) -> str | None:
+    a = actual.astype(np.float64)
     for description, wrong in mistakes.items():
-        wrong_arr = np.asarray(wrong, dtype=np.float64)
-        if _close(actual.astype(np.float64), wrong_arr, tol):
+        wrong_arr = as_array(wrong)
+        if wrong_arr is None:
+            try:
+                wrong_arr = np.asarray(wrong, dtype=np.float64)
+            except (TypeError, ValueError):  # a ragged list: it cannot match any array
+                continue
+        if wrong_arr.dtype.kind not in "fiub":
+            continue
+        # equal_nan: a wrong answer that is known to overflow (a naive softmax) must still be named
+        if _close(a, wrong_arr.astype(np.float64), tol, equal_nan=True):
             return description
+    return None
+
+
+def _axis_subsets(ndim: int, remove: int) -> list[tuple[int, ...]]:
+    if ndim > _MAX_NDIM_SEARCHED or remove <= 0:
+        return []
+    return list(itertools.combinations(range(ndim), remove))
+
+
+def _reduction_diagnosis(a: np.ndarray, expected: np.ndarray, tol: Tolerance) -> str | None:
+    """A sum or mean too few or too many: one of the two arrays reduced over some axes is the other."""
+    if a.ndim > expected.ndim:
+        for axes in _axis_subsets(a.ndim, a.ndim - expected.ndim):
+            if any(a.shape[i] < 2 for i in axes):  # size-1 axes are the keepdims case, size 0 is void
+                continue
+            if tuple(s for i, s in enumerate(a.shape) if i not in axes) != expected.shape:
+                continue
+            if _close(a.sum(axis=axes), expected, tol):
+                return f"not reduced: summing it over {_fmt_axes(axes)} gives the expected values"
+            if _close(a.mean(axis=axes), expected, tol):
+                return f"not reduced: averaging it over {_fmt_axes(axes)} gives the expected values"
+    elif a.ndim < expected.ndim:
+        for axes in _axis_subsets(expected.ndim, expected.ndim - a.ndim):
+            if any(expected.shape[i] < 2 for i in axes):
+                continue
+            if tuple(s for i, s in enumerate(expected.shape) if i not in axes) != a.shape:
+                continue
+            if _close(a, expected.sum(axis=axes), tol):
+                return f"summed over {_fmt_axes(axes)}, which the expected value keeps"
+            if _close(a, expected.mean(axis=axes), tol):
+                return f"averaged over {_fmt_axes(axes)}, which the expected value keeps"
     return None
 
 
@@ -104,41 +199,33 @@ def _shape_diagnosis(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -
     if a.ndim == 2 and a.shape == expected.shape[::-1]:
         if _close(a.T, expected, tol):
             return "transposed (the values are right, the axes are swapped)"
+        if _close(a.reshape(expected.shape), expected, tol):
+            return "the right values reshaped to the transposed shape (a reshape where none belongs?)"
         return "the shape is the transpose of the expected one"
     if np.squeeze(a).shape == np.squeeze(expected).shape:
         if _close(a.reshape(expected.shape), expected, tol):
             return "an extra or missing axis of size 1 (keepdims=True, or a missing reshape/squeeze)"
         return "an extra or missing axis of size 1, and the values differ too"
-    if a.ndim == expected.ndim + 1:
-        for axis in range(a.ndim):
-            if _close(a.sum(axis=axis), expected, tol):
-                return f"not reduced: summing it over axis {axis} gives the expected values"
+    if 2 < a.ndim == expected.ndim <= _MAX_NDIM_SEARCHED and sorted(a.shape) == sorted(expected.shape):
+        for perm in itertools.permutations(range(a.ndim)):
+            moved = a.transpose(perm)
+            if moved.shape == expected.shape and _close(moved, expected, tol):
+                return (
+                    f"axes in the wrong order: transposing it with axes {_fmt_shape(perm)} "
+                    "gives the expected values"
+                )
+    reduced = _reduction_diagnosis(a, expected, tol)
+    if reduced:
+        return reduced
     if a.size == expected.size:
+        if _close(a.reshape(expected.shape), expected, tol):
+            return "the right values in the wrong shape: a reshape is missing"
         return "the right number of elements in the wrong layout (reshape where a transpose belongs?)"
     return None
 
 
-def _value_diagnosis(
-    a: np.ndarray, expected: np.ndarray, tol: Tolerance, batch_size: int | None
-) -> str | None:
-    if not np.any(a):
-        return "all zeros: is the computation missing, or a placeholder left in?"
-    if _close(a, -expected, tol):
-        return "sign flipped"
-    if a.ndim == 2 and a.shape[0] == a.shape[1] and a.shape[0] > 1 and _close(a.T, expected, tol):
-        return "transposed (the values are right, the axes are swapped)"
-    denom = float(np.vdot(expected, expected))
-    if denom > 0:
-        factor = float(np.vdot(a, expected)) / denom
-        if abs(factor - 1) > 1e-6 and factor != 0 and _close(a, factor * expected, tol):
-            return _describe_factor(factor, batch_size)
-    offset = a - expected
-    if a.size > 1 and np.ptp(offset) <= tol.atol + tol.rtol * float(np.max(np.abs(expected))):
-        return f"off by a constant {_fmt(float(offset.flat[0]))} in every element"
-    return None
-
-
-def _describe_factor(factor: float, batch_size: int | None) -> str:
+def _describe_magnitude(factor: float, batch_size: int | None, generic: bool) -> str | None:
+    """Name a positive factor; a factor that is not a recognisable one only when ``generic``."""
     if batch_size and batch_size > 1:
         if np.isclose(factor, batch_size, rtol=1e-6):
             return (
@@ -154,9 +241,85 @@ def _describe_factor(factor: float, batch_size: int | None) -> str:
         return "twice too large (a factor 2 too many, e.g. from the derivative of a square?)"
     if np.isclose(factor, 0.5, rtol=1e-6):
         return "half the expected value (a missing factor 2, e.g. from the derivative of a square?)"
+    if generic:
+        return f"off by a constant factor of {_fmt(factor)}"
+    return None
+
+
+def _describe_factor(factor: float, batch_size: int | None, generic: bool = True) -> str | None:
+    """Name ``actual = factor * expected``.
+
+    ``generic`` is False when any wrong value fits some factor (a scalar, or a single non-zero
+    expected element): then only a recognisable factor (N, 1/N, 2, 1/2, with or without a sign
+    flip) says anything about the mistake.
+    """
     if factor < 0:
-        return f"sign flipped and scaled by {_fmt(-factor)}"
-    return f"off by a constant factor of {_fmt(factor)}"
+        inner = _describe_magnitude(-factor, batch_size, generic=False)
+        if inner:
+            return f"sign flipped and {inner}"
+        return f"sign flipped and scaled by {_fmt(-factor)}" if generic else None
+    return _describe_magnitude(factor, batch_size, generic)
+
+
+def _value_diagnosis(
+    a: np.ndarray, expected: np.ndarray, tol: Tolerance, batch_size: int | None
+) -> str | None:
+    """The likely mistake behind same-shape, finite, wrong values, or None when none fits."""
+    if not np.any(a):
+        return "all zeros: is the computation missing, or a placeholder left in?"
+    if _close(a, -expected, tol):
+        return "sign flipped"
+    if a.ndim == 2 and a.shape[0] == a.shape[1] and a.shape[0] > 1 and _close(a.T, expected, tol):
+        return "transposed (the values are right, the axes are swapped)"
+    if a.ndim == 2 and a.shape[0] != a.shape[1] and _close(a.reshape(expected.shape[::-1]).T, expected, tol):
+        return "reshaped where a transpose belongs (the values are right, in the wrong order)"
+
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    if 0 < scale < np.inf:
+        # Least-squares factor, computed on rescaled arrays so that huge values cannot overflow it.
+        e_unit, a_unit = expected / scale, a / scale
+        factor = float(np.vdot(a_unit, e_unit)) / float(np.vdot(e_unit, e_unit))
+        if (
+            np.isfinite(factor)
+            and factor != 0
+            and abs(factor - 1) > 1e-6
+            and _close(a, factor * expected, tol)
+        ):
+            significant = int(np.count_nonzero(np.abs(expected) > tol.atol))
+            described = _describe_factor(factor, batch_size, generic=significant >= 2)
+            if described:
+                return described
+
+    if a.size > 1:
+        offset = float(np.mean(a - expected))
+        if np.isfinite(offset) and _close(a - offset, expected, tol):
+            return f"off by a constant {_fmt(offset)} in every element"
+    return None
+
+
+_DTYPE_HINTS = {
+    "i": "an integer array: created with an integer dtype (np.array of ints, np.zeros_like of an int array), "
+    "or an integer division?",
+    "u": "an unsigned integer array: created with an integer dtype, or an integer division?",
+    "b": "a boolean array: a mask (e.g. x > 0) returned where the values it selects belong?",
+    "c": "a complex array: is one of the inputs complex, or a negative Python number raised to a "
+    "fractional power?",
+    "O": "an array of Python objects: built from a list of arrays of different shapes, or holding None?",
+}
+
+
+def _dtype_hint(dt: np.dtype) -> str | None:
+    if dt.kind == "f" and dt.itemsize == 4:
+        return "computed in single precision: an array or tensor created as float32 somewhere?"
+    if dt.kind == "f" and dt.itemsize == 2:
+        return "computed in half precision: an array or tensor created as float16 somewhere?"
+    return _DTYPE_HINTS.get(dt.kind)
+
+
+def _type_hint(type_name: str) -> str | None:
+    if type_name in ("list", "tuple"):
+        return f"a Python {type_name}: return a numpy array (np.array(...)) of the expected shape"
+    return None
 
 
 def compare(
@@ -174,39 +337,60 @@ def compare(
     Args:
         name: what the value is called in feedback, e.g. ``"dW"``.
         actual: the learner's value (numpy array or scalar, torch tensor, Python number).
-        expected: the reference value, float64.
-        tol: the closeness rule; see :mod:`autograder.tolerances`.
-        dtype: the dtype the value must have, or None to accept any floating dtype.
+        expected: the reference value, float64 (numpy or torch).
+        tol: the closeness rule; see :mod:`autograder.tolerances`. It is loosened to float32 (or
+            float16) precision when ``dtype=None`` accepts such a value, or when ``expected`` has
+            that precision, since rounding alone would otherwise fail a correct value.
+        dtype: the dtype the value must have, or None to accept any real floating dtype.
         mistakes: plausible wrong answers a check knows for this value, as
-            ``{description: wrong_value}``; a match is reported as the likely mistake.
+            ``{description: wrong_value}``; a match is reported as the likely mistake, ahead of the
+            generic diagnoses. A wrong value may have a different shape than the expected one.
         batch_size: N, so that a factor of N or 1/N is named as such.
 
     Returns:
         A :class:`Verdict`; ``verdict.ok`` is True when shape, dtype and every value match.
+
+    Raises:
+        TypeError: when ``expected`` is not array-like (a bug in the check, not the learner's).
     """
-    mistakes = mistakes or {}
     expected_arr = as_array(expected)
     if expected_arr is None:
         raise TypeError(f"reference for {name!r} is not array-like: {type(expected).__name__}")
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        # Extreme learner values (1e300, inf) overflow intermediate products; that must not print.
+        warnings.simplefilter("ignore")
+        return _compare(name, actual, expected_arr, tol, dtype, mistakes or {}, batch_size)
+
+
+def _compare(
+    name: str,
+    actual: Any,
+    expected_arr: np.ndarray,
+    tol: Tolerance,
+    dtype: Any,
+    mistakes: Mapping[str, Any],
+    batch_size: int | None,
+) -> Verdict:
+    tol = _widened(tol, expected_arr.dtype)
     expected_arr = expected_arr.astype(np.float64)
 
     if actual is None:
         return Verdict(name, False, "missing", f"{name} is None: nothing was returned for it.")
     arr = as_array(actual)
     if arr is None:
+        type_name = getattr(actual, "type_name", None) or type(actual).__name__
         return Verdict(
             name,
             False,
             "type",
-            f"{name} is a {getattr(actual, 'type_name', type(actual).__name__)}, expected an array of shape "
-            f"{_fmt_shape(expected_arr.shape)}.",
+            f"{name} is a {type_name}, expected an array of shape {_fmt_shape(expected_arr.shape)}.",
+            likely=_type_hint(type_name),
         )
 
     if arr.shape != expected_arr.shape:
+        likely = None
         if arr.dtype.kind in "fiu":
             likely = _named_mistake(arr, mistakes, tol) or _shape_diagnosis(arr, expected_arr, tol)
-        else:
-            likely = None
         return Verdict(
             name,
             False,
@@ -215,52 +399,58 @@ def compare(
             likely=likely,
         )
 
-    if arr.dtype.kind not in "fc" or (dtype is not None and arr.dtype != np.dtype(dtype)):
+    dtype_ok = arr.dtype.kind == "f" if dtype is None else arr.dtype == np.dtype(dtype)
+    if not dtype_ok:
         wanted = np.dtype(dtype).name if dtype is not None else "a floating dtype"
-        hint = None
-        if arr.dtype.kind in "iub":
-            hint = "an integer or boolean array: created with an integer dtype, or an integer division?"
-        elif arr.dtype == np.float32:
-            hint = "computed in single precision: an array or tensor created as float32 somewhere?"
-        return Verdict(name, False, "dtype", f"{name} has dtype {arr.dtype.name}, expected {wanted}.", hint)
+        return Verdict(
+            name,
+            False,
+            "dtype",
+            f"{name} has dtype {arr.dtype.name}, expected {wanted}.",
+            _dtype_hint(arr.dtype),
+        )
 
+    tol = _widened(tol, arr.dtype)
     a = arr.astype(np.float64)
     bad = ~np.isfinite(a) & np.isfinite(expected_arr)
     if np.any(bad):
         first = tuple(int(i) for i in np.argwhere(bad)[0])
-        kinds = "NaN" if np.all(np.isnan(a[bad])) else "NaN or inf"
+        nan = np.isnan(a[bad])
+        kinds = "NaN" if np.all(nan) else "inf" if not np.any(nan) else "NaN or inf"
         where = f" (first at {_fmt_index(first)})" if a.ndim else ""
+        finite = "every expected value is" if np.all(np.isfinite(expected_arr)) else "the expected values are"
         return Verdict(
             name,
             False,
             "nonfinite",
-            f"{name} has {int(bad.sum())} {kinds} value(s) of {a.size}{where}, where every expected "
-            "value is finite.",
+            f"{name} has {int(bad.sum())} {kinds} value(s) of {a.size}{where}, where {finite} finite.",
             likely=_named_mistake(a, mistakes, tol)
             or "an overflow, e.g. exp of a large number, or 0/0: is the computation numerically stable?",
             worst_index=first,
         )
 
-    abs_err = np.abs(a - expected_arr)
-    max_abs = float(abs_err.max()) if a.size else 0.0
-    rel = abs_err / np.maximum(np.abs(a) + np.abs(expected_arr), 1e-8)
-    max_rel = float(rel.max()) if a.size else 0.0
-    close = np.isclose(a, expected_arr, rtol=tol.rtol, atol=tol.atol)
+    # Equal values (inf included) and NaN where NaN is expected have no error; inf - inf would be NaN.
+    same = (a == expected_arr) | (np.isnan(a) & np.isnan(expected_arr))
+    abs_err = np.where(same, 0.0, np.abs(a - expected_arr))
+    rel = np.where(same, 0.0, abs_err / np.maximum(np.abs(a) + np.abs(expected_arr), 1e-8))
+    max_abs = float(np.max(abs_err)) if a.size else 0.0
+    max_rel = float(np.max(rel)) if a.size else 0.0
+    close = same | np.isclose(a, expected_arr, rtol=tol.rtol, atol=tol.atol)
     shape_text = f"shape {_fmt_shape(a.shape)} {arr.dtype.name}"
     if np.all(close):
         return Verdict(
             name, True, None, f"{name}: {shape_text}, max abs error {max_abs:.1e}.", None, max_abs, max_rel
         )
 
-    excess = abs_err - tol.rtol * np.abs(expected_arr)
-    worst = np.unravel_index(int(np.argmax(excess)), a.shape) if a.ndim else ()
-    worst_t = tuple(int(i) for i in worst)
+    excess = np.where(close, -np.inf, np.nan_to_num(abs_err - tol.rtol * np.abs(expected_arr), nan=np.inf))
+    worst_t = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), a.shape)) if a.ndim else ()
     at = f" at {_fmt_index(worst_t)}" if a.ndim else ""
+    got_text, expected_text = _fmt_pair(float(a[worst_t]), float(expected_arr[worst_t]))
     n_wrong = int((~close).sum())
     detail = (
         f"{name} values differ"
-        + (f" in {n_wrong} of {a.size} elements" if a.size > 1 else "")
-        + f"; worst{at}: got {_fmt(float(a[worst]))}, expected {_fmt(float(expected_arr[worst]))}"
+        + (f" in {n_wrong} of {a.size} elements; worst{at}:" if a.size > 1 else ":")
+        + f" got {got_text}, expected {expected_text}"
         + f" (max abs error {max_abs:.3g}, max rel error {max_rel:.3g})."
     )
     likely = _named_mistake(a, mistakes, tol) or _value_diagnosis(a, expected_arr, tol, batch_size)

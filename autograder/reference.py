@@ -45,6 +45,22 @@ def mse(pred: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
     return {"loss": _np(loss), "dpred": _np(pt.grad)}
 
 
+def least_squares(features: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
+    """The linear layer with the lowest mean squared error on ``(features, target)``, solved directly.
+
+    ``features`` is (N, D) and ``target`` is (N,) or (N, 1); returns ``W`` (1, D), ``b`` (1,) and the
+    mean squared error ``loss`` of ``features @ W.T + b`` against the target: the best loss that
+    gradient descent on this model can reach.
+    """
+    A = torch.from_numpy(np.asarray(features, dtype=np.float64))
+    t = torch.from_numpy(np.asarray(target, dtype=np.float64)).reshape(-1, 1)
+    A1 = torch.cat([A, torch.ones(A.shape[0], 1, dtype=torch.float64)], dim=1)
+    solution = torch.linalg.lstsq(A1, t, driver="gelsd").solution
+    W, b = solution[:-1].T, solution[-1]
+    loss = F.mse_loss(F.linear(A, W, b), t)
+    return {"W": _np(W), "b": _np(b), "loss": _np(loss)}
+
+
 ACTIVATIONS: Mapping[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu,
     "sigmoid": torch.sigmoid,

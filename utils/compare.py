@@ -6,6 +6,8 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from autograder.compare import Verdict
 from autograder.compare import compare as compare_one
 from autograder.tolerances import FLOAT64, Tolerance
@@ -56,7 +58,15 @@ def compare(tol: Tolerance = FLOAT64, **pairs: tuple[Any, Any]) -> ComparisonTab
     Introduced in notebook 01. Usage: ``compare(dx=(dx, dx_ref), dW=(dW, dW_ref))``. Each row says
     whether the shape matches, the largest absolute and relative errors, and a verdict that names
     the likely mistake when it can tell. Uses the same comparison as the graded checks; values
-    of any floating dtype are accepted here (the graded checks ask for float64).
+    of any floating dtype are accepted here, float32 with float32's tolerance (the graded checks
+    ask for float64).
     """
-    verdicts = tuple(compare_one(name, mine, ref, tol=tol, dtype=None) for name, (mine, ref) in pairs.items())
-    return ComparisonTable(verdicts)
+    verdicts = []
+    for name, pair in pairs.items():
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"compare({name}=...) takes a pair (yours, reference), got {type(pair).__name__}")
+        mine, ref = pair
+        if isinstance(ref, (list, tuple)):
+            ref = np.asarray(ref, dtype=np.float64)  # a reference typed in as a list is still a reference
+        verdicts.append(compare_one(name, mine, ref, tol=tol, dtype=None))
+    return ComparisonTable(tuple(verdicts))

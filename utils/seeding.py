@@ -10,8 +10,8 @@ import numpy as np
 def seed_everything(seed: int = 0) -> np.random.Generator:
     """Seed Python's, numpy's and PyTorch's global generators; return a fresh numpy Generator.
 
-    Introduced in notebook 01. PyTorch is seeded only when it is installed and imported cheaply,
-    so numpy-only notebooks do not pay for importing it.
+    Introduced in notebook 01. PyTorch is imported to be seeded (it is a pinned dependency), so that
+    a notebook that imports it later still draws the same numbers.
     """
     random.seed(seed)
     np.random.seed(seed)

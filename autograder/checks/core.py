@@ -23,6 +23,7 @@ import numpy as np
 
 from autograder.calling import Call, call
 from autograder.compare import as_array
+from autograder.evidence import emit
 from autograder.report import Item, Report
 
 Evidence = dict[str, Any]
@@ -66,8 +67,13 @@ def register(check: Check) -> Check:
 
 
 def run_check(check: Check, *learner: Any, seed: int = 0) -> float:
-    """Collect evidence from the learner's functions, grade it, print the feedback, return the score."""
+    """Collect evidence from the learner's functions, grade it, print the feedback, return the score.
+
+    Under the grading engine the evidence is also published (see :func:`autograder.evidence.emit`)
+    so that the engine can recompute the verdict outside the learner's kernel.
+    """
     evidence = check.collect(*learner, seed=seed)
+    emit(evidence)
     report = check.grade(evidence)
     print(report.render())
     return report.score

@@ -1,0 +1,153 @@
+"""Command line: ``python -m autograder {build,validate,grade,check,demo} [--help]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from autograder.build import COURSE, NOTEBOOKS
+
+
+def _build(args: argparse.Namespace) -> int:
+    from autograder.build import build
+
+    for path in build(root=args.course, out=args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from autograder.validate import validate_course
+
+    results = validate_course(root=args.course, notebooks=args.notebooks)
+    for r in results:
+        status = "ok  " if r.ok else "FAIL"
+        print(f"{status} {r.kind:<8} {r.notebook.name}  ({r.seconds:.1f} s)")
+        for problem in r.problems:
+            print(f"       {problem}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from autograder.engine import outputs
+    from autograder.engine.grade import Limits
+    from autograder.engine.pipeline import grade_class
+
+    limits = Limits(
+        cell_seconds=args.cell_timeout,
+        notebook_seconds=args.notebook_timeout,
+        memory_bytes=int(args.memory_gb * 1024**3),
+        output_bytes=int(args.output_mb * 1024**2),
+    )
+    use_jail = False if args.no_jail else None
+    result = grade_class(
+        args.submissions,
+        args.assignment,
+        root=args.course,
+        workers=args.workers,
+        force=args.force,
+        db_url=args.db_url,
+        limits=limits,
+        use_jail=use_jail,
+        out=args.out,
+    )
+    print(outputs.table(result.outcomes))
+    print(f"\n{result.summary.read_text().splitlines()[2]}")
+    for r in result.rejected:
+        print(f"rejected {r.origin}: {r.reason}")
+    print(f"\nSummary: {result.summary}\nGrades:  {result.grades_csv}\nFeedback: {args.course / 'feedback'}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from autograder.engine.pipeline import check_notebook
+
+    outcome = check_notebook(args.notebook)
+    print(f"{outcome.assignment}: {outcome.score:g} / {outcome.max_score:g} points\n")
+    if outcome.reason:
+        print(f"Stopped early: {outcome.reason}.\n")
+    for note in outcome.restored + outcome.errors:
+        print(f"Note: {note}")
+    for cell in outcome.cells:
+        print(
+            cell["feedback"]
+            if cell["feedback"].startswith(cell["grade_id"])
+            else f"{cell['grade_id']}: {cell['feedback']}"
+        )
+        print()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from autograder.demo import DEMO_ROOT, run_demo
+
+    run_demo(args.root or DEMO_ROOT, workers=args.workers)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run one command; return its exit status."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("build", help="regenerate the student versions in notebooks/ from solutions/")
+    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
+    p.add_argument(
+        "--out", type=Path, default=NOTEBOOKS, help="where student versions go (default: notebooks/)"
+    )
+    p.set_defaults(run=_build)
+
+    p = commands.add_parser(
+        "validate", help="prove every solution gets full marks and every blank version zero"
+    )
+    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
+    p.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help="student versions (default: notebooks/)")
+    p.set_defaults(run=_validate)
+
+    p = commands.add_parser(
+        "grade",
+        help="grade a class: every submission scored, with feedback, a grades CSV and a summary",
+        description="Grade every submission of ASSIGNMENT (or all) found in SUBMISSIONS: nbgrader's "
+        "submitted/<student>/<assignment>/ layout, or a flat folder or zip of files named "
+        "<student>_..._<assignment>.ipynb as a learning-management system exports them.",
+    )
+    p.add_argument("assignment", help="assignment name, e.g. 01_linear_layer, or 'all'")
+    p.add_argument("submissions", type=Path, help="folder or .zip of submissions")
+    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
+    p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
+    p.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="summary and CSV folder (default: <course>/grading)"
+    )
+    p.add_argument("--cell-timeout", type=float, default=120, help="seconds a cell may run (default 120)")
+    p.add_argument(
+        "--notebook-timeout", type=float, default=600, help="seconds a notebook may run (default 600)"
+    )
+    p.add_argument("--memory-gb", type=float, default=4, help="address space per kernel in GiB (default 4)")
+    p.add_argument("--output-mb", type=float, default=2, help="output per notebook in MiB (default 2)")
+    p.add_argument("--no-jail", action="store_true", help="run kernels without namespaces (not recommended)")
+    p.set_defaults(run=_grade)
+
+    p = commands.add_parser(
+        "check", help="grade your own notebook with the visible tests and show the feedback"
+    )
+    p.add_argument("notebook", type=Path, help="your notebook, e.g. notebooks/01_linear_layer.ipynb")
+    p.set_defaults(run=_check)
+
+    p = commands.add_parser(
+        "demo", help="build the course, grade a demo class, print the scores (the main job)"
+    )
+    p.add_argument("--root", type=Path, default=None, help="demo folder (default: build/demo/)")
+    p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
+    p.set_defaults(run=_demo)
+
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,322 @@
+"""Grade a class: every submission in its own jailed kernel, in parallel; trusted scores into the gradebook.
+
+For each submission the engine
+
+1. prepares the notebook to run (the learner's answers, the course's test cells, see
+   :mod:`autograder.engine.prepare`) in a fresh job folder holding only that notebook;
+2. runs it in a separate runner process (:mod:`autograder.engine.runner`) whose kernel is jailed
+   (:mod:`autograder.engine.jail`), under per-cell, per-notebook, memory and output limits, and
+   kills the runner's whole process tree if it overruns its hard limit;
+3. recomputes every graded cell's score from the evidence the cell recorded, in this process
+   (:mod:`autograder.engine.verdicts`);
+4. stores the result (a JSON file per submission, so a re-run skips what is done and an
+   interrupted run resumes), writes the scores into nbgrader's gradebook and the feedback HTML.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from autograder.build import REPO, Assignment
+from autograder.engine import jail
+from autograder.engine.intake import Rejected, Submission
+from autograder.engine.prepare import prepare
+from autograder.engine.verdicts import STOP_REASONS, grade_notebook
+
+
+@dataclass
+class Limits:
+    """What one notebook may use."""
+
+    cell_seconds: float = 120.0
+    notebook_seconds: float = 600.0
+    memory_bytes: int = 4 * 1024**3
+    output_bytes: int = 2 * 1024**2
+    file_bytes: int = 100 * 1024**2
+    processes: int = 4096
+
+
+@dataclass
+class Outcome:
+    """The result of grading one submission: what the gradebook, the feedback and the summary use."""
+
+    student: str
+    assignment: str
+    origin: str
+    sha256: str
+    status: str
+    """``graded`` (ran to the end), ``stopped`` (graded, but execution stopped early) or ``failed``."""
+    score: float
+    max_score: float
+    reason: str | None = None
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Errors raised by the learner's own (ungraded) cells, for the feedback."""
+    answers: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    run_seconds: float = 0.0
+    """Time the notebook's own cells took, as the runner measured it."""
+    jailed: bool = True
+
+    def to_json(self) -> str:
+        """The outcome as JSON, for the results store."""
+        return json.dumps(asdict(self), indent=1)
+
+
+def sha256(path: Path) -> str:
+    """The file's SHA-256, which tells a re-run whether a submission changed."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Grader:
+    """Grades submissions of one course directory; one instance per command run."""
+
+    def __init__(
+        self,
+        course_root: Path,
+        assignments: list[Assignment],
+        limits: Limits | None = None,
+        workers: int | None = None,
+        use_jail: bool | None = None,
+        hide: list[Path] | None = None,
+    ) -> None:
+        self.root = course_root
+        self.assignments = {a.name: a for a in assignments}
+        self.limits = limits or Limits()
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.jailed = jail.jail_available() if use_jail is None else use_jail
+        self.results = course_root / "autograder" / "results"
+        self.work = Path(tempfile.mkdtemp(prefix="grading-"))
+        self.hide = [course_root, REPO, self.work, Path(tempfile.gettempdir()), Path("/root"), Path("/home")]
+        self.hide += hide or []
+        self._sources: dict[str, tuple[Any, Any]] = {}
+
+    def close(self) -> None:
+        """Remove the scratch folder."""
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    # -- per submission -------------------------------------------------------------------------
+
+    def result_path(self, sub: Submission) -> Path:
+        """Where a submission's outcome is stored."""
+        return self.results / sub.assignment / f"{sub.student}.json"
+
+    def done(self, sub: Submission, digest: str) -> Outcome | None:
+        """The stored outcome of an unchanged, already graded submission, or None."""
+        path = self.result_path(sub)
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if data.get("sha256") != digest:
+            return None
+        return Outcome(**data)
+
+    def _notebooks(self, assignment: str) -> tuple[Any, Any]:
+        if assignment not in self._sources:
+            a = self.assignments[assignment]
+            source = nbformat.read(self.root / "source" / a.name / a.notebook, as_version=4)
+            release = nbformat.read(self.root / "release" / a.name / a.notebook, as_version=4)
+            self._sources[assignment] = (source, release)
+        return self._sources[assignment]
+
+    def grade_one(self, sub: Submission) -> Outcome:
+        """Run and grade one submission; never raises: a failure becomes an outcome with its reason."""
+        start = time.monotonic()
+        digest = sha256(sub.path)
+        try:
+            outcome = self._grade(sub, digest)
+        except Exception as exc:  # noqa: BLE001 - one bad submission must not stop the class
+            outcome = Outcome(
+                sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, self.max_score(sub)
+            )
+            outcome.reason = f"the grader could not grade this notebook: {type(exc).__name__}: {exc}"
+        outcome.seconds = round(time.monotonic() - start, 3)
+        outcome.jailed = self.jailed
+        path = self.result_path(sub)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(outcome.to_json())
+        tmp.replace(path)
+        return outcome
+
+    def max_score(self, sub: Submission) -> float:
+        """The points a notebook of the submission's assignment is worth."""
+        source, _ = self._notebooks(sub.assignment)
+        return sum(
+            float(c.metadata["nbgrader"]["points"])
+            for c in source.cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+        )
+
+    def _grade(self, sub: Submission, digest: str) -> Outcome:
+        source, release = self._notebooks(sub.assignment)
+        submitted = nbformat.read(sub.path, as_version=4)
+        prepared = prepare(submitted, source, release)
+        a = self.assignments[sub.assignment]
+
+        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
+        notebook = job_dir / a.notebook
+        nbformat.write(prepared.notebook, notebook)
+        events_path = self.work / f"{job_dir.name}.events.jsonl"
+        job: dict[str, Any] = {
+            "notebook": str(notebook),
+            "workdir": str(job_dir),
+            "events": str(events_path),
+            "grade_cells": [c.grade_id for c in prepared.grade_cells],
+            "cell_timeout": self.limits.cell_seconds,
+            "notebook_timeout": self.limits.notebook_seconds,
+            "output_bytes": self.limits.output_bytes,
+            "executed": str(self._autograded_path(sub)),
+        }
+        if self.jailed:
+            spec = {
+                "workdir": str(job_dir),
+                "hide": [str(p) for p in self.hide],
+                "expose_ro": self._expose(),
+                "memory_bytes": self.limits.memory_bytes,
+                "file_bytes": self.limits.file_bytes,
+                "processes": self.limits.processes,
+            }
+            spec_path = self.work / f"{job_dir.name}.jail.json"
+            spec_path.write_text(json.dumps(spec))
+            job["jail_prefix"] = jail.jail_command(spec_path)
+        self._autograded_path(sub).parent.mkdir(parents=True, exist_ok=True)
+        job_path = self.work / f"{job_dir.name}.job.json"
+        job_path.write_text(json.dumps(job))
+
+        killed, last_line = self._run(job_path)
+        events = _read_events(events_path)
+        if not any(e.get("event") == "end" for e in events):
+            events.append(
+                {"event": "end", "reason": "killed" if killed else "runner_failed", "detail": last_line}
+            )
+        result = grade_notebook(prepared.grade_cells, events)
+        shutil.rmtree(job_dir, ignore_errors=True)
+        for leftover in self.work.glob(f"{job_dir.name}.*"):
+            leftover.unlink(missing_ok=True)
+
+        answers = [
+            {"id": c.get("id", ""), "source": c.source}
+            for c in prepared.notebook.cells
+            if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+        ]
+        graded = {c.grade_id for c in prepared.grade_cells}
+        errors = [
+            f"cell {e.get('id')!r} raised {e['error']}"
+            for e in events
+            if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
+        ]
+        return Outcome(
+            student=sub.student,
+            assignment=sub.assignment,
+            origin=sub.origin,
+            sha256=digest,
+            status="stopped" if result.stop else "graded",
+            score=result.score,
+            max_score=result.max_score,
+            reason=result.stop,
+            cells=[asdict(c) for c in result.cells],
+            restored=prepared.restored,
+            errors=errors,
+            answers=answers,
+            run_seconds=round(sum(e.get("seconds", 0.0) for e in events if e.get("event") == "cell"), 3),
+        )
+
+    def _autograded_path(self, sub: Submission) -> Path:
+        a = self.assignments[sub.assignment]
+        return self.root / "autograded" / sub.student / a.name / a.notebook
+
+    def _expose(self) -> list[str]:
+        paths = {sys.prefix, sys.base_prefix, str(REPO / "autograder"), str(REPO / "utils")}
+        return sorted(os.path.realpath(p) for p in paths)
+
+    def _run(self, job_path: Path) -> tuple[bool, str]:
+        """Run the runner process; kill its whole tree at the hard limit.
+
+        Returns whether it was killed, and the last line it printed (the error, when it failed).
+        """
+        hard_limit = self.limits.notebook_seconds + 120
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        log = job_path.with_suffix(".log")
+        with log.open("wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.engine.runner", str(job_path)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            proc.wait(timeout=hard_limit)
+            killed = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed = True
+        lines = log.read_text(errors="replace").strip().splitlines()
+        return killed, (lines[-1][:300] if lines else f"exit status {proc.returncode}")
+
+    # -- a whole class --------------------------------------------------------------------------
+
+    def grade_all(
+        self,
+        submissions: list[Submission],
+        force: bool = False,
+        on_done: Callable[[Outcome, bool], None] | None = None,
+    ) -> list[Outcome]:
+        """Grade every submission (skipping unchanged, already graded ones unless ``force``)."""
+        outcomes: list[Outcome] = []
+        todo: list[Submission] = []
+        for sub in submissions:
+            previous = None if force else self.done(sub, sha256(sub.path))
+            if previous is not None:
+                outcomes.append(previous)
+                if on_done:
+                    on_done(previous, True)
+            else:
+                todo.append(sub)
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = {pool.submit(self.grade_one, sub): sub for sub in todo}
+            for future in as_completed(futures):
+                outcome = future.result()
+                outcomes.append(outcome)
+                if on_done:
+                    on_done(outcome, False)
+        return sorted(outcomes, key=lambda o: (o.assignment, o.student))
+
+
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    events = []
+    if not path.exists():
+        return events
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+__all__ = ["STOP_REASONS", "Grader", "Limits", "Outcome", "Rejected", "Submission"]

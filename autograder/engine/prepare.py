@@ -1,0 +1,172 @@
+"""Turn a submitted notebook into the notebook the engine runs: the learner's answers, the course's tests.
+
+Every graded or locked cell comes from the course's source notebook (hidden tests included),
+whatever the submission did to it: edited, deleted, moved or forged cells are put back as the
+source has them. Everything else (answer cells, cells the learner added) is the learner's, with
+outputs cleared and nbgrader metadata taken from the source, so a learner cannot declare their own
+cell graded or locked.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+
+from nbformat import NotebookNode
+from nbformat.v4 import new_notebook
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    """A ``check_*`` call in a test cell: which check, with which seed."""
+
+    function: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class GradeCell:
+    """A graded cell of the source notebook and the check calls it makes, in order."""
+
+    grade_id: str
+    points: float
+    calls: tuple[CheckCall, ...]
+
+    @property
+    def final_call(self) -> CheckCall | None:
+        """The call whose result is the cell's score (the last one: hidden tests come last)."""
+        return self.calls[-1] if self.calls else None
+
+
+@dataclass
+class Prepared:
+    """The notebook to run, its graded cells, and what had to be restored."""
+
+    notebook: NotebookNode
+    grade_cells: list[GradeCell]
+    restored: list[str] = field(default_factory=list)
+
+
+def _meta(cell: NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _is_protected(cell: NotebookNode) -> bool:
+    meta = _meta(cell)
+    return bool(meta.get("grade") or meta.get("locked")) and not meta.get("solution")
+
+
+def check_calls(source: str) -> tuple[CheckCall, ...]:
+    """The ``check_*(...)`` calls in a test cell's source, in source order, with their seeds."""
+    calls = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id.startswith("check_")
+        ):
+            seed = 0
+            for kw in node.keywords:
+                if (
+                    kw.arg == "seed"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, int)
+                ):
+                    seed = kw.value.value
+            calls.append((node.lineno, node.col_offset, CheckCall(node.func.id, seed)))
+    return tuple(call for _, _, call in sorted(calls, key=lambda c: (c[0], c[1])))
+
+
+def grade_cells(source: NotebookNode) -> list[GradeCell]:
+    """The graded cells of a source notebook, in order."""
+    return [
+        GradeCell(_meta(c)["grade_id"], float(_meta(c)["points"]), check_calls(c.source))
+        for c in source.cells
+        if _meta(c).get("grade") and c.cell_type == "code"
+    ]
+
+
+def _key(cell: NotebookNode) -> str | None:
+    return _meta(cell).get("grade_id") or cell.get("id")
+
+
+def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode) -> Prepared:
+    """Build the notebook to run from a submission, the source notebook and the student version.
+
+    The learner's cells keep their order, so helper cells they added before a test still run
+    before it. A test cell stays where the learner has it when it still sits between the answer
+    cells that surround it in the source; a deleted or moved one is put back just before the
+    next cell that follows it in the source.
+    """
+    protected = {_key(c): c for c in source.cells if _is_protected(c)}
+    # What the learner was given: a test cell is "edited" when it differs from this, not from the
+    # source (whose hidden tests the learner never saw).
+    visible = {_key(c): c.source for c in release.cells if _is_protected(c)}
+    answers = {_meta(c)["grade_id"]: c for c in release.cells if _meta(c).get("solution")}
+    restored: list[str] = []
+
+    placed: list[tuple[float, int, NotebookNode]] = []  # (position, tie-break, cell)
+    where: dict[str, float] = {}  # key -> position of the learner's cells and test cells
+    seen_answers: set[str] = set()
+    for index, cell in enumerate(submitted.cells):
+        key = _key(cell)
+        where.setdefault(key, float(index))
+        if key in protected:
+            if cell.get("source") != visible.get(key, protected[key].source):
+                restored.append(f"test cell {key!r} was edited; the original was run")
+            continue
+        if _meta(cell).get("grade") or _meta(cell).get("locked"):
+            restored.append(
+                f"cell {key!r} claims to be a test cell of the course but is not; it ran as your code"
+            )
+        new = copy.deepcopy(cell)
+        new.metadata.pop("nbgrader", None)
+        grade_id = _meta(cell).get("grade_id")
+        if grade_id in answers and grade_id not in seen_answers:
+            new.metadata["nbgrader"] = copy.deepcopy(_meta(answers[grade_id]))
+            seen_answers.add(grade_id)
+        placed.append((float(index), 0, new))
+
+    order = [_key(c) for c in source.cells]
+    answer_positions = {k: where[k] for k in seen_answers}
+
+    def before_successor(key: str) -> float:
+        """Just before the first cell that follows ``key`` in the source and is in the submission."""
+        for later in order[order.index(key) + 1 :]:
+            if later in where and later not in protected:
+                return where[later] - 0.5
+        return float(len(submitted.cells))
+
+    # Answer cells the learner deleted come back as the blank stub.
+    for grade_id, stub in answers.items():
+        if grade_id not in seen_answers:
+            restored.append(f"answer cell {grade_id!r} was missing; it was graded as blank")
+            placed.append((before_successor(grade_id), 1, copy.deepcopy(stub)))
+
+    for key in (k for k in order if k in protected):
+        position = where.get(key)
+        if position is None:
+            restored.append(f"test cell {key!r} was deleted; it was put back and run")
+        elif not _between_its_answers(key, position, order, answer_positions):
+            restored.append(f"test cell {key!r} was moved; it ran in its original place")
+            position = None
+        if position is None:
+            position = before_successor(key)
+        placed.append((position, 2, copy.deepcopy(protected[key])))
+
+    cells = [cell for _, _, cell in sorted(placed, key=lambda p: (p[0], p[1]))]
+    for cell in cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nb = new_notebook(cells=cells, metadata=copy.deepcopy(source.metadata))
+    return Prepared(nb, grade_cells(source), restored)
+
+
+def _between_its_answers(key: str, position: float, order: list[str], answers: dict[str, float]) -> bool:
+    """Whether a test cell sits after the answer cells before it in the source, and before those after."""
+    index = order.index(key)
+    before = [answers[k] for k in order[:index] if k in answers]
+    after = [answers[k] for k in order[index + 1 :] if k in answers]
+    return all(p < position for p in before) and all(position < p for p in after)

@@ -1,0 +1,190 @@
+"""Execute one prepared notebook in a fresh kernel, cell by cell, recording what happened.
+
+Run as ``python -m autograder.engine.runner JOB.json`` by the grading engine, one process per
+notebook. It appends one JSON line per executed code cell to the job's events file (outside the
+kernel's reach), so whatever stops the run (a cell over its time limit, the notebook over its
+wall-clock limit, too much output, a dead kernel, or the engine killing this process) the cells
+that ran are on record. For graded cells it keeps only the check evidence the cell published and
+whether it raised, never the cell's text output: that output is the learner kernel's to forge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME
+
+
+class JailedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel command is prefixed with the jail's command."""
+
+    jail_prefix: list[str] = []
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        return [*self.jail_prefix, *super().format_kernel_cmd(extra_arguments)]
+
+
+class LimitedClient(NotebookClient):
+    """A notebook client that stops keeping output past a byte budget and then kills the kernel."""
+
+    output_budget: int = 1 << 20
+    output_used: int = 0
+    output_exceeded: bool = False
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
+        self.output_used += len(json.dumps(msg.get("content", {}), default=str))
+        if self.output_used > self.output_budget:
+            if not self.output_exceeded:
+                self.output_exceeded = True
+                process = getattr(getattr(self.km, "provisioner", None), "process", None)
+                if process is not None:
+                    process.kill()
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+
+class Events:
+    """The job's event log: one JSON object a line, flushed as soon as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("a", encoding="utf-8")
+
+    def write(self, **event: Any) -> None:
+        """Append one event."""
+        self._file.write(json.dumps(event) + "\n")
+        self._file.flush()
+
+
+def _cell_event(cell: Any, index: int, status: str, seconds: float, graded: bool) -> dict[str, Any]:
+    event: dict[str, Any] = {"event": "cell", "index": index, "id": cell.get("id"), "status": status}
+    event["seconds"] = round(seconds, 3)
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if errors:
+        event["error"] = f"{errors[-1].get('ename', '')}: {errors[-1].get('evalue', '')}"[:500]
+    if graded:
+        event["evidence"] = [
+            o["data"][EVIDENCE_MIME]
+            for o in cell.get("outputs", [])
+            if o.get("output_type") == "display_data"
+            and isinstance(o.get("data", {}).get(EVIDENCE_MIME), str)
+        ]
+        event["stderr"] = any(o.get("name") == "stderr" for o in cell.get("outputs", []))
+    return event
+
+
+def _kernel_exit(km: AsyncKernelManager) -> str:
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    code = process.poll() if process is not None else None
+    if code is None:
+        return "the kernel died"
+    if code < 0:
+        return f"the kernel died from signal {signal.Signals(-code).name}"
+    if code > 128:
+        try:
+            return f"the kernel died from signal {signal.Signals(code - 128).name}"
+        except ValueError:
+            pass
+    return f"the kernel exited with status {code}"
+
+
+def _execute(
+    client: LimitedClient, nb: Any, job: dict[str, Any], graded: set[str], deadline: float, events: Events
+) -> dict[str, Any]:
+    """Run the code cells in order until the end or the first stop; return the stop (None reason: no stop)."""
+    cell_timeout = float(job["cell_timeout"])
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return {"reason": "notebook_timeout", "cell": cell.get("id")}
+        client.timeout = max(1, int(min(cell_timeout, remaining)))
+        began = time.monotonic()
+        try:
+            client.execute_cell(cell, index)
+            status = "error" if any(o.get("output_type") == "error" for o in cell.outputs) else "ok"
+        except CellTimeoutError:
+            status = "timeout"
+        except DeadKernelError:
+            status = "dead"
+        if client.output_exceeded:
+            status = "output_limit"
+        events.write(**_cell_event(cell, index, status, time.monotonic() - began, cell.get("id") in graded))
+        if status == "timeout":
+            reason = "notebook_timeout" if client.timeout < cell_timeout else "cell_timeout"
+            return {"reason": reason, "cell": cell.get("id"), "limit": client.timeout}
+        if status == "output_limit":
+            return {"reason": status, "cell": cell.get("id"), "bytes": client.output_budget}
+        if status == "dead":
+            return {"reason": status, "cell": cell.get("id"), "detail": _kernel_exit(client.km)}
+    return {"reason": None}
+
+
+def run(job: dict[str, Any]) -> None:
+    """Execute the job's notebook and write its events."""
+    events = Events(Path(job["events"]))
+    workdir = job["workdir"]
+    nb = nbformat.read(job["notebook"], as_version=4)
+    graded = set(job["grade_cells"])
+    os.environ.update(
+        {EVIDENCE_ENV: "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    )
+    os.environ.update({"PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+
+    km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(workdir, "kernel"))
+    km.connection_file = os.path.join(workdir, "kernel.json")
+    km.jail_prefix = list(job.get("jail_prefix") or [])
+    client = LimitedClient(
+        nb,
+        km=km,
+        timeout=int(job["cell_timeout"]),
+        allow_errors=True,
+        kernel_name="python3",
+        startup_timeout=int(job.get("startup_timeout", 60)),
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        resources={"metadata": {"path": workdir}},
+    )
+    client.output_budget = int(job["output_bytes"])
+
+    client.shutdown_kernel = "immediate"
+
+    start = time.monotonic()
+    deadline = start + float(job["notebook_timeout"])
+    stop: dict[str, Any] = {"reason": None}
+    process = None
+    try:
+        with client.setup_kernel(cwd=workdir, cleanup_kc=True):
+            process = km.provisioner.process if km.provisioner is not None else None
+            events.write(event="kernel", seconds=round(time.monotonic() - start, 3))
+            stop = _execute(client, nb, job, graded, deadline, events)
+    except Exception as exc:  # noqa: BLE001 - a kernel that never starts must still end in a stated outcome
+        if stop.get("reason") is None:
+            stop = {"reason": "kernel_failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}
+    finally:
+        # Whatever happened, nothing of the kernel may outlive the job.
+        if process is not None and process.poll() is None:
+            process.kill()
+    if job.get("executed"):
+        nbformat.write(nb, job["executed"])
+    events.write(event="end", seconds=round(time.monotonic() - start, 3), **stop)
+
+
+def main(argv: list[str]) -> int:
+    """Run the job described by the JSON file ``argv[0]``."""
+    run(json.loads(Path(argv[0]).read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

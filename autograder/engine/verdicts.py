@@ -1,0 +1,133 @@
+"""The trusted half of grading: scores recomputed from evidence, outside the learner's kernel.
+
+A test cell's score here never comes from anything the kernel claims (printed scores, the cell's
+value, its reply status). For each graded cell the engine takes the evidence of the cell's final
+``check_*`` call, with the check and seed that the course's own cell source names, and grades it
+with the check's ``grade`` function in this process. A cell without that evidence scores 0, and
+the reason says why (it never ran, it raised, the kernel died...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autograder.checks import CHECKS
+from autograder.engine.prepare import GradeCell
+from autograder.evidence import EvidenceError, loads
+from autograder.report import Report
+
+#: How the runner's stop reasons read in feedback.
+STOP_REASONS = {
+    "cell_timeout": "a cell ran longer than the {limit} s a cell may take, and was stopped",
+    "notebook_timeout": "the notebook ran longer than its time limit, and was stopped",
+    "output_limit": "the notebook printed more than the {bytes} bytes of output allowed, and was stopped",
+    "dead": "the kernel died ({detail})",
+    "kernel_failed": "the kernel could not be started ({detail})",
+    "killed": "the grader stopped the notebook at its hard time limit",
+    "runner_failed": "the grader's runner failed ({detail})",
+}
+
+
+@dataclass
+class CellResult:
+    """The trusted outcome of one graded cell."""
+
+    grade_id: str
+    points: float
+    score: float
+    feedback: str
+    """The check's report, or the reason there is none."""
+    passed: bool = False
+
+
+@dataclass
+class NotebookResult:
+    """The trusted outcome of one submitted notebook."""
+
+    cells: list[CellResult]
+    stop: str | None = None
+    """Why execution stopped early, in words; None when every cell ran."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        """Total points."""
+        return round(sum(c.score for c in self.cells), 2)
+
+    @property
+    def max_score(self) -> float:
+        """Total points available."""
+        return sum(c.points for c in self.cells)
+
+
+def check_for(function: str):
+    """The registered check that a ``check_*`` function runs, or None."""
+    return CHECKS.get(function.removeprefix("check_"))
+
+
+def describe_stop(end: dict[str, Any]) -> str | None:
+    """The runner's stop event in words, or None when the notebook ran to the end."""
+    reason = end.get("reason")
+    if not reason:
+        return None
+    template = STOP_REASONS.get(reason, reason)
+    text = template.format(
+        limit=end.get("limit", "?"), bytes=end.get("bytes", "?"), detail=end.get("detail", "?")
+    )
+    if end.get("cell"):
+        text += f" (in cell {end['cell']!r})"
+    return text
+
+
+def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) -> CellResult:
+    """Score one graded cell from the runner's event for it (None when the cell never ran)."""
+    if event is None:
+        why = f"not graded: {stop}" if stop else "not graded: the cell did not run"
+        return CellResult(cell.grade_id, cell.points, 0.0, why)
+    call = cell.final_call
+    check = check_for(call.function) if call else None
+    if check is None:
+        return CellResult(cell.grade_id, cell.points, 0.0, "this test cell names no known check")
+    matching = []
+    for text in event.get("evidence", []):
+        try:
+            evidence = loads(text)
+        except EvidenceError:
+            continue
+        if (
+            isinstance(evidence, dict)
+            and evidence.get("check") == check.name
+            and evidence.get("seed") == call.seed
+        ):
+            matching.append(evidence)
+    if not matching:
+        if event.get("status") in ("timeout", "dead", "output_limit") and stop:
+            return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {stop}")
+        error = event.get("error")
+        why = f"the test cell raised {error}" if error else "the test cell recorded no result for its check"
+        return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {why}")
+    try:
+        report = check.grade(matching[-1])
+    except Exception as exc:  # noqa: BLE001 - malformed evidence from the kernel scores 0, with the reason
+        return CellResult(
+            cell.grade_id, cell.points, 0.0, f"not graded: unusable evidence ({type(exc).__name__})"
+        )
+    score = _scaled(report, cell.points)
+    return CellResult(cell.grade_id, cell.points, score, report.render(), passed=score >= cell.points)
+
+
+def _scaled(report: Report, points: float) -> float:
+    """The report's score on the cell's scale (they agree when the course is consistent)."""
+    if report.points <= 0:
+        return 0.0
+    return round(min(max(report.score * points / report.points, 0.0), points), 2)
+
+
+def grade_notebook(cells: list[GradeCell], events: list[dict[str, Any]]) -> NotebookResult:
+    """Score every graded cell of one notebook from the runner's events."""
+    by_id = {e.get("id"): e for e in events if e.get("event") == "cell"}
+    ends = [e for e in events if e.get("event") == "end"]
+    stop = describe_stop(ends[-1]) if ends else STOP_REASONS["killed"]
+    results = [grade_cell(cell, by_id.get(cell.grade_id), stop) for cell in cells]
+    return NotebookResult(results, stop)

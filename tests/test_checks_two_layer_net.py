@@ -1,0 +1,687 @@
+"""The checks of notebook 02 give full points to the reference, zero to a blank answer, and fewer
+points, with feedback that names the mistake, to realistic wrong answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from autograder import evidence as evidence_json
+from autograder.checks import two_layer_net as checks
+from autograder.checks.core import Check
+from autograder.report import Report
+
+# ---------------------------------------------------------------------------------------------------
+# Reference answers (the notebook's solutions)
+# ---------------------------------------------------------------------------------------------------
+
+
+def relu_forward(x):
+    return np.maximum(x, 0.0), x
+
+
+def relu_backward(dout, cache):
+    return dout * (cache > 0)
+
+
+def sigmoid_forward(x):
+    z = np.exp(-np.abs(x))
+    s = np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
+    return s, s
+
+
+def sigmoid_backward(dout, cache):
+    return dout * cache * (1.0 - cache)
+
+
+def tanh_forward(x):
+    t = np.tanh(x)
+    return t, t
+
+
+def tanh_backward(dout, cache):
+    return dout * (1.0 - cache**2)
+
+
+def softmax_cross_entropy(scores, y):
+    n = scores.shape[0]
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -log_p[np.arange(n), y].mean()
+    dscores = np.exp(log_p)
+    dscores[np.arange(n), y] -= 1.0
+    return loss, dscores / n
+
+
+def _net(params, X, y=None, reg=0.0, *, relu_mask=True, reg_biases=False, half=True, reg_grads=True):
+    """The reference network, with switches for the mistakes the tests feed the check."""
+    W1, b1, W2, b2 = (params[k] for k in ("W1", "b1", "W2", "b2"))
+    z = X @ W1.T + b1
+    h = np.maximum(z, 0.0)
+    scores = h @ W2.T + b2
+    if y is None:
+        return scores
+    loss, ds = softmax_cross_entropy(scores, y)
+    factor = 0.5 if half else 1.0
+    loss = loss + factor * reg * (np.sum(W1**2) + np.sum(W2**2))
+    if reg_biases:
+        loss = loss + factor * reg * (np.sum(b1**2) + np.sum(b2**2))
+    dh = ds @ W2
+    dz = dh * (z > 0) if relu_mask else dh
+    grads = {"W1": dz.T @ X, "b1": dz.sum(axis=0), "W2": ds.T @ h, "b2": ds.sum(axis=0)}
+    if reg_grads:
+        grads["W1"] = grads["W1"] + 2 * factor * reg * W1
+        grads["W2"] = grads["W2"] + 2 * factor * reg * W2
+        if reg_biases:
+            grads["b1"] = grads["b1"] + 2 * factor * reg * b1
+            grads["b2"] = grads["b2"] + 2 * factor * reg * b2
+    return loss, grads
+
+
+def two_layer_net(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg)
+
+
+def _train(X, y, *, net=two_layer_net, hidden=100, lr=1.0, reg=1e-3, steps=500, seed=0):
+    rng = np.random.default_rng(seed)
+    d, c = X.shape[1], int(y.max()) + 1
+    params = {
+        "W1": rng.standard_normal((hidden, d)) * np.sqrt(2.0 / d),
+        "b1": np.zeros(hidden),
+        "W2": rng.standard_normal((c, hidden)) * np.sqrt(1.0 / hidden),
+        "b2": np.zeros(c),
+    }
+    losses = []
+    for _ in range(steps):
+        loss, grads = net(params, X, y, reg=reg)
+        losses.append(float(loss))
+        for k in params:
+            params[k] -= lr * grads[k]
+    return params, losses
+
+
+def train_two_layer_net(X, y, hidden=100, lr=1.0, reg=1e-3, steps=500, seed=0):
+    return _train(X, y, hidden=hidden, lr=lr, reg=reg, steps=steps, seed=seed)
+
+
+def blank(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------
+
+
+def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
+    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
+    that grading the decoded evidence gives the same report as grading the original."""
+    evidence = check.collect(*learner, seed=seed)
+    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
+    assert report == check.grade(evidence)
+    return report
+
+
+def item(report: Report, name: str):
+    matches = [i for i in report.items if i.name == name]
+    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
+    return matches[0]
+
+
+def failed(report: Report) -> set[str]:
+    return {i.name for i in report.items if not i.passed}
+
+
+ACTIVATIONS = {
+    "relu": (checks.RELU, relu_forward, relu_backward),
+    "sigmoid": (checks.SIGMOID, sigmoid_forward, sigmoid_backward),
+    "tanh": (checks.TANH, tanh_forward, tanh_backward),
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every check: reference gets full points silently, blank gets 0
+# ---------------------------------------------------------------------------------------------------
+
+REFERENCE_RUNS = {
+    "relu": (checks.check_relu, (relu_forward, relu_backward), 1.0),
+    "sigmoid": (checks.check_sigmoid, (sigmoid_forward, sigmoid_backward), 1.0),
+    "tanh": (checks.check_tanh, (tanh_forward, tanh_backward), 1.0),
+    "softmax_cross_entropy": (checks.check_softmax_cross_entropy, (softmax_cross_entropy,), 3.0),
+    "two_layer_net": (checks.check_two_layer_net, (two_layer_net,), 5.0),
+}
+
+
+@pytest.mark.parametrize("name", list(REFERENCE_RUNS))
+@pytest.mark.parametrize("seed", [0, 7])
+def test_reference_gets_full_points_without_stderr(name, seed, capfd):
+    check_fn, learner, points = REFERENCE_RUNS[name]
+    score = check_fn(*learner, seed=seed)
+    out, err = capfd.readouterr()
+    assert type(score) is float and score == points, out
+    assert err == ""
+    assert "note:" not in out
+
+
+@pytest.mark.parametrize("name", list(REFERENCE_RUNS))
+def test_blank_scores_exactly_zero(name, capfd):
+    check_fn, learner, _ = REFERENCE_RUNS[name]
+    score = check_fn(*[blank] * len(learner))
+    out, err = capfd.readouterr()
+    assert score == 0.0 and type(score) is float
+    assert "not implemented yet" in out
+    assert err == ""
+
+
+def test_training_reference_full_points_and_blank_zero(capfd):
+    assert checks.check_train_two_layer_net(train_two_layer_net) == 3.0
+    assert checks.check_train_two_layer_net(train_two_layer_net, seed=7) == 3.0
+    assert checks.check_train_two_layer_net(blank) == 0.0
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert "not implemented yet" in out
+
+
+@pytest.mark.parametrize("kind", list(ACTIVATIONS))
+def test_activation_gradient_matches_torch_on_exact_inputs(kind):
+    # the special case is what makes each activation check different: make sure it is what we think
+    cases = checks.activation_inputs(kind, 0)
+    special = cases[checks.SPECIAL_CASE[kind]]["x"]
+    if kind == "relu":
+        assert np.sum(special == 0) >= 3
+    else:
+        assert np.abs(special).max() == 800.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Activations: wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def relu_backward_mask_ge(dout, cache):
+    return dout * (cache >= 0)
+
+
+def relu_backward_mask_from_dout(dout, cache):
+    return dout * (dout > 0)
+
+
+def relu_backward_inplace(dout, cache):
+    dout[cache <= 0] = 0
+    return dout
+
+
+def relu_backward_ignores_dout(dout, cache):
+    return (cache > 0).astype(np.float64)
+
+
+def relu_forward_caches_out(x):
+    out = np.maximum(x, 0.0)
+    return out, out
+
+
+def relu_backward_mask_from_out_ge(dout, cache):
+    return dout * (cache >= 0)  # cache is out: always >= 0, so no mask at all
+
+
+def relu_forward_inplace(x):
+    x[x < 0] = 0.0
+    return x, x
+
+
+def test_relu_mask_x_ge_0_loses_the_zero_convention_item():
+    report = grade(checks.RELU, relu_forward, relu_backward_mask_ge)
+    assert 0 < report.score < 1
+    assert failed(report) == {"gradient 0 at x == 0"}
+    assert "x >= 0" in item(report, "gradient 0 at x == 0").message
+
+
+def test_relu_mask_from_dout_is_named():
+    report = grade(checks.RELU, relu_forward, relu_backward_mask_from_dout)
+    assert report.score < 1
+    assert "from dout" in item(report, "dx").message
+
+
+def test_relu_mask_from_out_ge_0_is_no_mask():
+    report = grade(checks.RELU, relu_forward_caches_out, relu_backward_mask_from_out_ge)
+    assert report.score < 1
+    assert "no mask" in item(report, "dx").message
+
+
+def test_relu_inplace_dout_loses_inputs_unchanged():
+    report = grade(checks.RELU, relu_forward, relu_backward_inplace)
+    assert failed(report) == {"inputs unchanged"}
+    assert "dout" in item(report, "inputs unchanged").message
+
+
+def test_relu_inplace_forward_loses_inputs_unchanged():
+    report = grade(checks.RELU, relu_forward_inplace, relu_backward)
+    assert "inputs unchanged" in failed(report)
+    assert "argument x" in item(report, "inputs unchanged").message
+
+
+def test_relu_ignoring_dout_is_named():
+    report = grade(checks.RELU, relu_forward, relu_backward_ignores_dout)
+    assert report.score <= 0.5
+    assert "dout is ignored" in item(report, "dx").message
+
+
+def sigmoid_forward_naive(x):
+    s = 1.0 / (1.0 + np.exp(-x))
+    return s, s
+
+
+def sigmoid_forward_where_both_branches(x):
+    s = np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
+    return s, s
+
+
+def sigmoid_forward_exp_ratio(x):
+    s = np.exp(x) / (1.0 + np.exp(x))
+    return s, s
+
+
+def sigmoid_forward_caches_x(x):
+    return sigmoid_forward(x)[0], x
+
+
+def sigmoid_backward_from_x(dout, cache):
+    x = cache
+    return dout * x * (1.0 - x)
+
+
+def sigmoid_backward_ignores_dout(dout, cache):
+    return cache * (1.0 - cache)
+
+
+def sigmoid_backward_inplace(dout, cache):
+    dout *= cache * (1.0 - cache)
+    return dout
+
+
+@pytest.mark.parametrize(
+    "forward", [sigmoid_forward_naive, sigmoid_forward_where_both_branches, sigmoid_forward_exp_ratio]
+)
+def test_unstable_sigmoid_fails_only_the_large_x_item(forward, capfd):
+    report = grade(checks.SIGMOID, forward, sigmoid_backward)
+    assert failed(report) == {"stable at large |x|"}
+    message = item(report, "stable at large |x|").message
+    assert "overflow" in message or "NaN" in message
+    assert "-|x|" in message
+    assert capfd.readouterr().err == ""  # the overflow warning is a note, never stderr
+
+
+def test_sigmoid_backward_from_x_is_named():
+    report = grade(checks.SIGMOID, sigmoid_forward_caches_x, sigmoid_backward_from_x)
+    assert report.score <= 0.5
+    assert "x * (1 - x)" in item(report, "dx").message
+    # the formula is wrong, so advice about overflow would mislead
+    assert "-|x|" not in item(report, "stable at large |x|").message
+
+
+def test_sigmoid_ignoring_dout_is_named():
+    report = grade(checks.SIGMOID, sigmoid_forward, sigmoid_backward_ignores_dout)
+    assert report.score < 1
+    assert "dout is ignored" in item(report, "dx").message
+
+
+def test_sigmoid_inplace_dout_loses_inputs_unchanged():
+    report = grade(checks.SIGMOID, sigmoid_forward, sigmoid_backward_inplace)
+    assert failed(report) == {"inputs unchanged"}
+
+
+def tanh_forward_from_exp(x):
+    t = (np.exp(x) - np.exp(-x)) / (np.exp(x) + np.exp(-x))
+    return t, t
+
+
+def tanh_forward_caches_x(x):
+    return np.tanh(x), x
+
+
+def tanh_backward_from_x(dout, cache):
+    return dout * (1.0 - cache**2)
+
+
+def tanh_backward_ignores_dout(dout, cache):
+    return 1.0 - cache**2
+
+
+def test_tanh_from_exp_fails_large_x():
+    report = grade(checks.TANH, tanh_forward_from_exp, tanh_backward)
+    assert failed(report) == {"stable at large |x|"}
+    assert "np.tanh" in item(report, "stable at large |x|").message
+
+
+def test_tanh_backward_1_minus_x_squared_is_named():
+    report = grade(checks.TANH, tanh_forward_caches_x, tanh_backward_from_x)
+    assert report.score <= 0.5
+    assert "1 - x**2" in item(report, "dx").message
+
+
+def test_tanh_ignoring_dout_is_named():
+    report = grade(checks.TANH, tanh_forward, tanh_backward_ignores_dout)
+    assert report.score < 1
+    assert "dout is ignored" in item(report, "dx").message
+
+
+# ---------------------------------------------------------------------------------------------------
+# softmax_cross_entropy: wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def softmax_no_max_subtraction(scores, y):
+    n = scores.shape[0]
+    p = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    loss = -np.log(p[np.arange(n), y]).mean()
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+def softmax_sum_not_mean(scores, y):
+    loss, dscores = softmax_cross_entropy(scores, y)
+    n = scores.shape[0]
+    return loss * n, dscores * n
+
+
+def softmax_no_onehot(scores, y):
+    n = scores.shape[0]
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    return -np.log(p[np.arange(n), y]).mean(), p / n
+
+
+def softmax_wrong_axis(scores, y):
+    n = scores.shape[0]
+    shifted = scores - scores.max(axis=0, keepdims=True)
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=0, keepdims=True)
+    loss = -np.log(p[np.arange(n), y]).mean()
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+def softmax_dscores_not_divided(scores, y):
+    loss, dscores = softmax_cross_entropy(scores, y)
+    return loss, dscores * scores.shape[0]
+
+
+def softmax_log_p_plus_eps(scores, y):
+    n = scores.shape[0]
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = -np.log(p[np.arange(n), y] + 1e-7).mean()
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+def softmax_inplace(scores, y):
+    scores -= scores.max(axis=1, keepdims=True)
+    return softmax_cross_entropy(scores, y)
+
+
+def test_softmax_without_max_subtraction_fails_large_logits(capfd):
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction)
+    assert failed(report) == {"large logits (|s| ~ 1000)"}
+    assert "NaN" in item(report, "large logits (|s| ~ 1000)").message
+    assert capfd.readouterr().err == ""
+
+
+def test_softmax_sum_instead_of_mean_names_the_batch_size():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_sum_not_mean)
+    assert {"loss", "dscores"} <= failed(report)
+    assert "N=4" in item(report, "loss").message
+    assert "N=4" in item(report, "dscores").message
+
+
+def test_softmax_without_onehot_is_named():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_onehot)
+    assert "one-hot" in item(report, "dscores").message
+    assert report.score < 3
+
+
+def test_softmax_over_the_wrong_axis_is_named():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_wrong_axis)
+    assert "axis 0" in item(report, "loss").message
+    assert "axis 0" in item(report, "dscores").message
+    assert "N = 1" in failed(report)
+
+
+def test_softmax_dscores_not_divided_by_n():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_dscores_not_divided)
+    assert failed(report) == {"dscores", "large logits (|s| ~ 1000)"}
+    assert "N=4" in item(report, "dscores").message
+
+
+def test_softmax_log_p_plus_eps_fails_only_large_logits():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_log_p_plus_eps)
+    assert failed(report) == {"large logits (|s| ~ 1000)"}
+    assert "log-sum-exp" in item(report, "large logits (|s| ~ 1000)").message
+
+
+def test_softmax_inplace_scores_loses_inputs_unchanged():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_inplace)
+    assert failed(report) == {"inputs unchanged"}
+    assert "scores" in item(report, "inputs unchanged").message
+
+
+# ---------------------------------------------------------------------------------------------------
+# two_layer_net: wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def net_regularises_biases(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, reg_biases=True)
+
+
+def net_without_half(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, half=False)
+
+
+def net_reg_only_in_loss(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, reg_grads=False)
+
+
+def net_without_relu_mask(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, relu_mask=False)
+
+
+def net_grads_prefixed(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    return loss, {f"d{k}": v for k, v in grads.items()}
+
+
+def net_transposed_dW1(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    return loss, {**grads, "W1": grads["W1"].T}
+
+
+def net_grads_alias_params(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, computed = result
+    grads = params  # "same keys as params": but this is the caller's dict
+    grads.update(computed)
+    return loss, grads
+
+
+def net_calls_blank_relu(params, X, y=None, reg=0.0):
+    blank_relu_forward(params["W1"])
+    return _net(params, X, y, reg)
+
+
+def blank_relu_forward(x):
+    raise NotImplementedError()
+
+
+def test_net_regularising_biases_fails_only_reg_case():
+    report = grade(checks.TWO_LAYER_NET, net_regularises_biases)
+    assert failed(report) == {"reg > 0"}
+    assert "biases are regularised" in item(report, "reg > 0").message
+
+
+def test_net_without_the_half_fails_only_reg_case():
+    report = grade(checks.TWO_LAYER_NET, net_without_half)
+    assert failed(report) == {"reg > 0"}
+    assert "0.5 is missing" in item(report, "reg > 0").message
+
+
+def test_net_with_reg_only_in_the_loss_fails_only_reg_case():
+    report = grade(checks.TWO_LAYER_NET, net_reg_only_in_loss)
+    assert failed(report) == {"reg > 0"}
+    assert "not in the gradient" in item(report, "reg > 0").message
+
+
+def test_net_without_relu_mask_fails_first_layer_gradients():
+    report = grade(checks.TWO_LAYER_NET, net_without_relu_mask)
+    assert {"grads['W1']", "grads['b1']", "reg > 0"} <= failed(report)
+    assert {"scores", "loss", "grads['W2']", "grads['b2']"}.isdisjoint(failed(report))
+    assert "ReLU mask is missing" in item(report, "grads['W1']").message
+
+
+def test_net_with_misnamed_grads_keys():
+    report = grade(checks.TWO_LAYER_NET, net_grads_prefixed)
+    assert {"grads keys", "grads['W1']", "grads['b2']"} <= failed(report)
+    assert "dW1" in item(report, "grads keys").message
+    assert "no key 'W1'" in item(report, "grads['W1']").message
+    assert "no key 'W1'" in item(report, "reg > 0").message
+    assert report.score < 5 / 2
+
+
+def test_net_with_transposed_dW1():
+    report = grade(checks.TWO_LAYER_NET, net_transposed_dW1)
+    assert "grads['W1']" in failed(report)
+    assert "transposed" in item(report, "grads['W1']").message
+
+
+def test_net_whose_grads_alias_params_changes_its_inputs():
+    report = grade(checks.TWO_LAYER_NET, net_grads_alias_params)
+    assert "inputs unchanged" in failed(report)
+    assert "W1" in item(report, "inputs unchanged").message
+
+
+def test_net_calling_a_blank_function_names_it():
+    report = grade(checks.TWO_LAYER_NET, net_calls_blank_relu)
+    assert report.score == 0.0
+    assert "blank_relu_forward is not implemented yet" in item(report, "scores").message
+    assert "two_layer_net calls it" in item(report, "scores").message
+
+
+def test_net_parameters_leave_some_relu_units_inactive():
+    for index, (_, n, _) in enumerate(checks.NET_CASES):
+        data = checks.net_inputs(checks._case_seed(0, index), n)
+        z = data["X"] @ data["W1"].T + data["b1"]
+        assert np.all(z[:, 0] < 0)  # a dead unit
+        assert np.all(z != 0)
+        if n > 1:
+            assert np.any(z[:, 1:] > 0) and np.any(z[:, 1:] < 0)
+    shapes = {data[k].shape for k in ("W1", "W2")}
+    assert shapes == {(6, 4), (3, 6)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# train_two_layer_net: wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def train_too_few_steps(X, y, seed=0):
+    return _train(X, y, steps=30, seed=seed)
+
+
+def train_gradient_ascent(X, y, seed=0):
+    return _train(X, y, lr=-1.0, steps=200, seed=seed)
+
+
+def train_linear_model(X, y, seed=0, lr=1.0, steps=500):
+    """Softmax regression on X, returned as a two-layer net that computes the same linear scores.
+
+    relu(x) - relu(-x) = x, so W1 = [I; -I] and W2 = [W, -W] make the network linear in X.
+    """
+    rng = np.random.default_rng(seed)
+    d, c = X.shape[1], int(y.max()) + 1
+    W, b = 0.01 * rng.standard_normal((c, d)), np.zeros(c)
+    losses = []
+    for _ in range(steps):
+        loss, ds = softmax_cross_entropy(X @ W.T + b, y)
+        losses.append(float(loss))
+        W, b = W - lr * ds.T @ X, b - lr * ds.sum(axis=0)
+    params = {
+        "W1": np.vstack([np.eye(d), -np.eye(d)]),
+        "b1": np.zeros(2 * d),
+        "W2": np.hstack([W, -W]),
+        "b2": b,
+    }
+    return params, losses
+
+
+def train_returns_tuple_params(X, y, seed=0):
+    params, losses = _train(X, y, seed=seed)
+    return tuple(params.values()), losses
+
+
+def train_float32(X, y, seed=0):
+    params, losses = _train(X, y, seed=seed)
+    return {k: v.astype(np.float32) for k, v in params.items()}, losses
+
+
+def train_with_blank_net(X, y, seed=0):
+    return _train(X, y, net=blank_two_layer_net, seed=seed)
+
+
+def blank_two_layer_net(params, X, y=None, reg=0.0):
+    raise NotImplementedError()
+
+
+def test_training_too_few_steps_gets_partial_credit():
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_too_few_steps)
+    assert failed(report) == {"accuracy >= 95%"}
+    assert 0 < report.score < 3
+    assert "more steps" in item(report, "accuracy >= 95%").message
+
+
+def test_training_with_a_sign_error_is_at_chance():
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_gradient_ascent)
+    assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"}
+    assert "descent" in item(report, "accuracy >= 70%").message
+
+
+def test_a_linear_model_does_not_reach_70_percent():
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_linear_model)
+    assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"}
+    assert report.score == 1.0
+    assert "linear classifier" in item(report, "accuracy >= 70%").message
+
+
+def test_training_returning_params_of_the_wrong_form():
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_returns_tuple_params)
+    assert report.score == 0.0
+    assert "dict" in item(report, "params and losses").message
+
+
+def test_training_in_float32_loses_the_form_item_only():
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_float32)
+    assert failed(report) == {"params and losses"}
+    assert "float32" in item(report, "params and losses").message
+
+
+def test_training_with_a_blank_network_names_it():
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_with_blank_net)
+    assert report.score == 0.0
+    assert "blank_two_layer_net is not implemented yet" in item(report, "params and losses").message
+
+
+def test_training_accuracy_does_not_trust_the_learner_forward():
+    # params that the learner's own (wrong) forward would call perfect are graded by the reference
+    def train_fake(X, y, seed=0):
+        return {"W1": np.zeros((4, 2)), "b1": np.zeros(4), "W2": np.zeros((3, 4)), "b2": np.zeros(3)}, [0.0]
+
+    report = grade(checks.TRAIN_TWO_LAYER_NET, train_fake)
+    assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"}
