@@ -5,6 +5,7 @@ nbgrader role of a cell::
 
     # %% solution grade_id="linear_forward"            an autograded answer cell
     # %% tests grade_id="test_linear_layer" points=4   a locked, graded test cell
+    # %% locked grade_id="setup"                       a read-only cell: the imports the tests use
 
 Every other cell is an ordinary cell. The build turns each source into an nbgrader source notebook
 in ``<course>/source/<assignment>/`` (outside ``solutions/``, because nbgrader releases every file
@@ -86,6 +87,8 @@ def nbgrader_config(root: Path = COURSE, db_url: str | None = None):
 def _nbgrader_metadata(kind: str, grade_id: str, points: float | None) -> dict:
     if kind == "solution":
         return {"grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3, "solution": True}
+    if kind == "locked":
+        return {"grade": False, "grade_id": grade_id, "locked": True, "schema_version": 3, "solution": False}
     if points is None:
         raise ValueError("a tests cell needs points=")
     return {
@@ -112,9 +115,9 @@ def source_notebook(source: Path) -> NotebookNode:
         where = f"{source.name}, cell {index + 1}"
         if kind is None:
             if grade_id is not None or points is not None:
-                raise BuildError(f"{where}: grade_id/points given without 'solution' or 'tests'")
+                raise BuildError(f"{where}: grade_id/points given without 'solution', 'tests' or 'locked'")
             cell.id = f"cell-{index:03d}"
-        elif kind in ("solution", "tests"):
+        elif kind in ("solution", "tests", "locked"):
             if not grade_id:
                 raise BuildError(f"{where}: a {kind} cell needs grade_id=")
             if grade_id in seen:
@@ -126,7 +129,7 @@ def source_notebook(source: Path) -> NotebookNode:
                 raise BuildError(f"{where}: {exc}") from None
             cell.id = grade_id
         else:
-            raise BuildError(f"{where}: unknown cell kind {kind!r} (use 'solution' or 'tests')")
+            raise BuildError(f"{where}: unknown cell kind {kind!r} (use 'solution', 'tests' or 'locked')")
         unexpected = sorted(set(meta) - {"nbgrader"})
         if unexpected:
             raise BuildError(f"{where}: unexpected cell metadata {unexpected}")

@@ -87,7 +87,11 @@ def _decode_array(data: dict[str, Any]) -> np.ndarray:
         raise EvidenceError(f"array of dtype {dtype} is not allowed in evidence")
     if any(s < 0 for s in shape) or math.prod(shape) * dtype.itemsize != len(raw):
         raise EvidenceError("array bytes do not match its shape and dtype")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    try:
+        # an empty array may still name a shape numpy cannot make (over 64 axes, an axis of 10**30)
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    except ValueError as exc:
+        raise EvidenceError(f"malformed array in evidence: {exc}") from None
 
 
 def dumps(evidence: Any) -> str:
@@ -100,9 +104,12 @@ def loads(text: str) -> Any:
     if len(text) > MAX_EVIDENCE_BYTES:
         raise EvidenceError(f"evidence of {len(text)} bytes is over the {MAX_EVIDENCE_BYTES} byte limit")
     try:
-        return decode(json.loads(text))
-    except json.JSONDecodeError as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        # ValueError: JSONDecodeError, or an integer of more digits than Python converts;
+        # RecursionError: nesting deeper than the parser's stack
         raise EvidenceError(f"evidence is not valid JSON: {exc}") from None
+    return decode(data)
 
 
 def emit(evidence: Any) -> None:

@@ -129,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(own_code):.1f} s of the notebook's own cells + "
         f"{statistics.median(overhead):.1f} s overhead"
     )
+    phases = ["runner_start", "kernel_start", "cells", "shutdown"]
+    medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in phases}
+    medians["prepare_and_grade"] = statistics.median(o.seconds - sum(o.timing.values()) for o in outcomes)
+    print(
+        "engine, median seconds per notebook by phase: "
+        + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
+    )
     print("scores: " + ("identical for every submission" if not mismatches else f"DIFFER: {mismatches}"))
     return 1 if mismatches else 0
 

@@ -55,7 +55,7 @@
 #
 # Run the cells in order, from the top.
 
-# %%
+# %% locked grade_id="setup"
 from collections.abc import Callable
 
 import matplotlib.pyplot as plt

@@ -40,7 +40,7 @@
 # graded cell runs your functions on inputs of its own, compares the results with PyTorch's in
 # shape, dtype and values, and prints which property failed and the likely mistake.
 
-# %%
+# %% locked grade_id="setup"
 import matplotlib.pyplot as plt
 import numpy as np
 import torch

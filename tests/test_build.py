@@ -121,13 +121,27 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("# %% solution\nx = 1\n", "needs grade_id"),
         ('# %% tests grade_id="t"\nx = 1\n', "needs points"),
         ('# %% solution grade_id="a"\nx = 1\n\n# %% solution grade_id="a"\ny = 2\n', "used twice"),
-        ('# %% grade_id="a"\nx = 1\n', "without 'solution' or 'tests'"),
+        ('# %% grade_id="a"\nx = 1\n', "without 'solution', 'tests' or 'locked'"),
     ],
 )
 def test_malformed_sources_are_rejected_with_the_cell_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(BuildError, match=message) as info:
         source_notebook(_write(tmp_path, text))
     assert "01_broken.py, cell" in str(info.value)
+
+
+def test_a_locked_cell_is_read_only_and_not_graded(tmp_path: Path) -> None:
+    nb = source_notebook(_write(tmp_path, '# %% locked grade_id="setup"\nimport numpy\n'))
+    meta = nb.cells[0].metadata["nbgrader"]
+    assert (meta["locked"], meta["grade"], meta["solution"], nb.cells[0].id) == (True, False, False, "setup")
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_the_setup_cell_of_every_notebook_is_locked(built_course: Path, name: str) -> None:
+    """Test cells need the setup cell's imports: it is locked, so grading restores it if edited."""
+    nb = nbformat.read(built_course / "notebooks" / f"{name}.ipynb", as_version=4)
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    assert setup.metadata["nbgrader"]["locked"] is True and "from autograder.checks import" in setup.source
 
 
 def test_cell_ids_do_not_depend_on_the_run(tmp_path: Path) -> None:

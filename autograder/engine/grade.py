@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -73,6 +75,8 @@ class Outcome:
     run_seconds: float = 0.0
     """Time the notebook's own cells took, as the runner measured it."""
     jailed: bool = True
+    timing: dict[str, float] = field(default_factory=dict)
+    """Where the time went, in seconds: see :func:`timing_breakdown`."""
 
     def to_json(self) -> str:
         """The outcome as JSON, for the results store."""
@@ -106,9 +110,15 @@ class Grader:
         self.hide = [course_root, REPO, self.work, Path(tempfile.gettempdir()), Path("/root"), Path("/home")]
         self.hide += hide or []
         self._sources: dict[str, tuple[Any, Any]] = {}
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._runners: list[RunnerProcess] = []
+        self._font_caches: list[Path] | None = None
 
     def close(self) -> None:
-        """Remove the scratch folder."""
+        """Stop the runner processes and remove the scratch folder."""
+        for runner in self._runners:
+            runner.stop()
         shutil.rmtree(self.work, ignore_errors=True)
 
     # -- per submission -------------------------------------------------------------------------
@@ -174,6 +184,7 @@ class Grader:
         a = self.assignments[sub.assignment]
 
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
+        self._seed_matplotlib_cache(job_dir / ".matplotlib")
         notebook = job_dir / a.notebook
         nbformat.write(prepared.notebook, notebook)
         events_path = self.work / f"{job_dir.name}.events.jsonl"
@@ -203,7 +214,9 @@ class Grader:
         job_path = self.work / f"{job_dir.name}.job.json"
         job_path.write_text(json.dumps(job))
 
+        spawned = time.time()
         killed, last_line = self._run(job_path)
+        exited = time.time()
         events = _read_events(events_path)
         if not any(e.get("event") == "end" for e in events):
             events.append(
@@ -239,7 +252,20 @@ class Grader:
             errors=errors,
             answers=answers,
             run_seconds=round(sum(e.get("seconds", 0.0) for e in events if e.get("event") == "cell"), 3),
+            timing=timing_breakdown(events, spawned, exited),
         )
+
+    def _seed_matplotlib_cache(self, folder: Path) -> None:
+        """Give the job's kernel a built font cache: a fresh one costs every notebook seconds to build."""
+        with self._lock:
+            if self._font_caches is None:
+                import matplotlib
+                import matplotlib.font_manager  # noqa: F401 - builds the cache if this user has none
+
+                self._font_caches = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+        folder.mkdir(parents=True, exist_ok=True)
+        for cache in self._font_caches:
+            shutil.copyfile(cache, folder / cache.name)
 
     def _autograded_path(self, sub: Submission) -> Path:
         a = self.assignments[sub.assignment]
@@ -250,31 +276,16 @@ class Grader:
         return sorted(os.path.realpath(p) for p in paths)
 
     def _run(self, job_path: Path) -> tuple[bool, str]:
-        """Run the runner process; kill its whole tree at the hard limit.
+        """Run one job on this thread's runner; kill the runner's whole tree at the hard limit.
 
-        Returns whether it was killed, and the last line it printed (the error, when it failed).
+        Returns whether it was killed, and the last line the runner logged while on this job.
         """
-        hard_limit = self.limits.notebook_seconds + 120
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        log = job_path.with_suffix(".log")
-        with log.open("wb") as log_file:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.engine.runner", str(job_path)],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            proc.wait(timeout=hard_limit)
-            killed = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            killed = True
-        lines = log.read_text(errors="replace").strip().splitlines()
-        return killed, (lines[-1][:300] if lines else f"exit status {proc.returncode}")
+        runner = getattr(self._local, "runner", None)
+        if runner is None:
+            runner = self._local.runner = RunnerProcess(self.work / f"runner-{threading.get_ident()}.log")
+            with self._lock:
+                self._runners.append(runner)
+        return runner.run(job_path, self.limits.notebook_seconds + 120)
 
     # -- a whole class --------------------------------------------------------------------------
 
@@ -303,6 +314,109 @@ class Grader:
                 if on_done:
                     on_done(outcome, False)
         return sorted(outcomes, key=lambda o: (o.assignment, o.student))
+
+
+class RunnerProcess:
+    """A long-lived runner process (``runner --serve``) that runs one job at a time for one worker.
+
+    It starts in a session of its own; at a job's hard limit the whole session is killed, and the
+    kernel with it (the jail ties the kernel's life to the runner's), and the next job starts a new
+    runner.
+    """
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        with self.log.open("ab") as log_file:
+            return subprocess.Popen(
+                [sys.executable, "-m", "autograder.engine.runner", "--serve"],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
+            )
+
+    def run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
+        """Run one job; return whether it had to be killed and the last line logged meanwhile."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        killed, answered = False, False
+        try:
+            proc.stdin.write(f"{job_path}\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + hard_limit
+            while not answered:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                ready, _, _ = select.select([proc.stdout], [], [], remaining)
+                if not ready:
+                    continue
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                answered = line.strip() == f"done {job_path}"
+        except (BrokenPipeError, OSError):
+            answered = False
+        if not answered:
+            killed = proc.poll() is None
+            self.kill()
+        with self.log.open("rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").strip().splitlines()
+        return killed, (lines[-1][:300] if lines else f"exit status {proc.poll()}")
+
+    def kill(self) -> None:
+        """Kill the runner's whole session."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.proc = None
+
+    def stop(self) -> None:
+        """Let the runner finish: close its input and wait, killing it if it does not exit."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        self.proc = None
+
+
+def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float) -> dict[str, float]:
+    """Split one runner's wall time into phases, from the time stamps on its events.
+
+    ``runner_start``: from handing the job to the runner to its first event (reading the job);
+    ``kernel_start``: to the kernel answering (jail, kernel process, ipykernel start-up);
+    ``cells``: executing the notebook's cells (its own code, imports included);
+    ``shutdown``: from the last cell to the runner's answer (kernel shutdown, writing the notebook).
+    """
+    stamps = {e.get("event"): e.get("t") for e in events if isinstance(e.get("t"), (int, float))}
+    cells = [e["t"] for e in events if e.get("event") == "cell" and isinstance(e.get("t"), (int, float))]
+    start, kernel = stamps.get("start"), stamps.get("kernel")
+    if start is None or kernel is None:
+        return {}
+    last = cells[-1] if cells else kernel
+    return {
+        "runner_start": round(start - spawned, 3),
+        "kernel_start": round(kernel - start, 3),
+        "cells": round(last - kernel, 3),
+        "shutdown": round(exited - last, 3),
+    }
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:

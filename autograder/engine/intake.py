@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,11 +69,16 @@ def _check_notebook(path: Path, answer_ids: set[str]) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any parse failure is a stated rejection
         first_line = str(exc).splitlines()[0][:120] if str(exc) else ""
         return f"not valid notebook JSON ({type(exc).__name__}: {first_line})"
-    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.get("cells", [])}
-    ids |= {c.get("id") for c in nb.get("cells", [])}
+    ids = {_grade_id(c) for c in nb.get("cells", [])} | {c.get("id") for c in nb.get("cells", [])}
     if answer_ids and not (ids & answer_ids):
         return "not a notebook of this assignment: none of its answer cells are in it"
     return None
+
+
+def _grade_id(cell) -> str | None:
+    # nbformat does not validate a cell's nbgrader metadata: a learner's edit can make it any JSON
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta.get("grade_id") if isinstance(meta, dict) else None
 
 
 def _match_assignment(name: str, assignments: list[str]) -> str | None:
@@ -90,9 +96,11 @@ def discover(
     """
     rejected: list[Rejected] = []
     if inputs.is_file():
-        if not zipfile.is_zipfile(inputs):
+        if not zipfile.is_zipfile(inputs) and inputs.suffix.lower() != ".zip":
             return _flat([(inputs, inputs.name)], assignments, answer_cells, rejected)
         folder = scratch / "unzipped"
+        # made even when nothing is extracted (an empty, corrupt, unsafe or oversized archive)
+        folder.mkdir(parents=True, exist_ok=True)
         files = _extract(inputs, folder, rejected)
         root = folder
     elif inputs.is_dir():
@@ -101,6 +109,9 @@ def discover(
     else:
         raise FileNotFoundError(f"no such file or folder: {inputs}")
 
+    top = list(root.iterdir())
+    if not _is_nbgrader_layout(root, assignments) and len(top) == 1 and top[0].is_dir():
+        root = top[0]  # the layout may sit in one folder, as ``zip -r export.zip submitted`` makes it
     if _is_nbgrader_layout(root, assignments):
         return _nbgrader(files, root, inputs, assignments, answer_cells, rejected)
     return _flat(files, assignments, answer_cells, rejected)
@@ -120,10 +131,19 @@ def _extract(archive: Path, folder: Path, rejected: list[Rejected]) -> list[tupl
                 if Path(m.filename).is_absolute() or ".." in parts:
                     rejected.append(Rejected(origin, "unsafe path in zip archive"))
                     continue
+                # A damaged, encrypted or oddly compressed member is rejected alone: the others are graded.
+                if m.flag_bits & 0x1:
+                    rejected.append(Rejected(origin, "not readable from the zip archive (it is encrypted)"))
+                    continue
+                try:
+                    with zf.open(m) as src:
+                        content = src.read()
+                except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+                    rejected.append(Rejected(origin, f"not readable from the zip archive ({exc})"))
+                    continue
                 target = folder / Path(*parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(m) as src, open(target, "wb") as dst:
-                    dst.write(src.read())
+                target.write_bytes(content)
                 files.append((target, origin))
     except (zipfile.BadZipFile, OSError) as exc:
         rejected.append(Rejected(archive.name, f"not a readable zip archive ({exc})"))
@@ -196,12 +216,12 @@ def _resubmission(origin: str) -> tuple[str, int]:
 
 def _dedupe(found: list[Submission], rejected: list[Rejected]) -> tuple[list[Submission], list[Rejected]]:
     """Keep the latest file for each student and assignment; reject the others, naming the one kept."""
-    keep: dict[tuple[str, str], Submission] = {}
-    for sub in sorted(found, key=lambda s: _resubmission(s.origin)):
-        key = (sub.student, sub.assignment)
-        if key in keep:
+    ordered = sorted(found, key=lambda s: _resubmission(s.origin))
+    keep: dict[tuple[str, str], Submission] = {(s.student, s.assignment): s for s in ordered}
+    for sub in ordered:
+        kept = keep[(sub.student, sub.assignment)]
+        if sub is not kept:
             rejected.append(
-                Rejected(keep[key].origin, f"superseded by a later file for the same student: {sub.origin}")
+                Rejected(sub.origin, f"superseded by a later file for the same student: {kept.origin}")
             )
-        keep[key] = sub
     return sorted(keep.values(), key=lambda s: (s.assignment, s.student)), rejected

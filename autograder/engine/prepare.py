@@ -49,7 +49,9 @@ class Prepared:
 
 
 def _meta(cell: NotebookNode) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    # nbformat does not validate it: a learner's edit can make it any JSON value
+    return meta if isinstance(meta, dict) else {}
 
 
 def _is_protected(cell: NotebookNode) -> bool:
@@ -106,7 +108,8 @@ def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode
     answers = {_meta(c)["grade_id"]: c for c in release.cells if _meta(c).get("solution")}
     restored: list[str] = []
 
-    placed: list[tuple[float, int, NotebookNode]] = []  # (position, tie-break, cell)
+    # (position, tie-break, cell): the learner's cells first, then restored cells in source order
+    placed: list[tuple[float, int, NotebookNode]] = []
     where: dict[str, float] = {}  # key -> position of the learner's cells and test cells
     seen_answers: set[str] = set()
     for index, cell in enumerate(submitted.cells):
@@ -126,34 +129,42 @@ def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode
         if grade_id in answers and grade_id not in seen_answers:
             new.metadata["nbgrader"] = copy.deepcopy(_meta(answers[grade_id]))
             seen_answers.add(grade_id)
-        placed.append((float(index), 0, new))
+        placed.append((float(index), -1, new))
 
     order = [_key(c) for c in source.cells]
+    rank = {k: i for i, k in enumerate(order)}
     answer_positions = {k: where[k] for k in seen_answers}
 
-    def before_successor(key: str) -> float:
-        """Just before the first cell that follows ``key`` in the source and is in the submission."""
+    def before_successor(key: str, tests: dict[str, float] | None = None) -> float:
+        """Just before the first cell that follows ``key`` in the source and is in the submission
+        (with ``tests``, the positions of the test cells, or is a test cell)."""
         for later in order[order.index(key) + 1 :]:
+            if tests is not None and later in tests:
+                return tests[later]
             if later in where and later not in protected:
                 return where[later] - 0.5
         return float(len(submitted.cells))
 
-    # Answer cells the learner deleted come back as the blank stub.
-    for grade_id, stub in answers.items():
-        if grade_id not in seen_answers:
-            restored.append(f"answer cell {grade_id!r} was missing; it was graded as blank")
-            placed.append((before_successor(grade_id), 1, copy.deepcopy(stub)))
-
+    # Where each test cell runs depends on the learner's answer cells only, not on restored stubs.
+    tests: dict[str, float] = {}
+    test_notes: list[str] = []
     for key in (k for k in order if k in protected):
         position = where.get(key)
         if position is None:
-            restored.append(f"test cell {key!r} was deleted; it was put back and run")
+            test_notes.append(f"test cell {key!r} was deleted; it was put back and run")
         elif not _between_its_answers(key, position, order, answer_positions):
-            restored.append(f"test cell {key!r} was moved; it ran in its original place")
+            test_notes.append(f"test cell {key!r} was moved; it ran in its original place")
             position = None
-        if position is None:
-            position = before_successor(key)
-        placed.append((position, 2, copy.deepcopy(protected[key])))
+        tests[key] = before_successor(key) if position is None else position
+
+    # Answer cells the learner deleted come back as the blank stub, before the cells that follow
+    # them in the source, their own test cell included.
+    for grade_id, stub in answers.items():
+        if grade_id not in seen_answers:
+            restored.append(f"answer cell {grade_id!r} was missing; it was graded as blank")
+            placed.append((before_successor(grade_id, tests), rank[grade_id], copy.deepcopy(stub)))
+    restored.extend(test_notes)
+    placed.extend((position, rank[key], copy.deepcopy(protected[key])) for key, position in tests.items())
 
     cells = [cell for _, _, cell in sorted(placed, key=lambda p: (p[0], p[1]))]
     for cell in cells:

@@ -1,9 +1,14 @@
 """Execute one prepared notebook in a fresh kernel, cell by cell, recording what happened.
 
-Run as ``python -m autograder.engine.runner JOB.json`` by the grading engine, one process per
-notebook. It appends one JSON line per executed code cell to the job's events file (outside the
+Run as ``python -m autograder.engine.runner JOB.json`` for one notebook, or as
+``python -m autograder.engine.runner --serve``, the grading engine's way: a long-lived process per
+worker that reads job paths from stdin and answers ``done`` for each, so the engine pays for the
+interpreter and its imports (about 3 s, most of it nbformat's JSON-schema format checkers) once per
+worker rather than once per notebook. Every notebook still gets a fresh kernel.
+
+For each job it appends one JSON line per executed code cell to the job's events file (outside the
 kernel's reach), so whatever stops the run (a cell over its time limit, the notebook over its
-wall-clock limit, too much output, a dead kernel, or the engine killing this process) the cells
+wall-clock limit, too much output, a dead kernel, or the engine killing the runner) the cells
 that ran are on record. For graded cells it keeps only the check evidence the cell published and
 whether it raised, never the cell's text output: that output is the learner kernel's to forge.
 """
@@ -61,7 +66,8 @@ class Events:
         self._file = path.open("a", encoding="utf-8")
 
     def write(self, **event: Any) -> None:
-        """Append one event."""
+        """Append one event, stamped with the wall-clock time (for the engine's timing breakdown)."""
+        event["t"] = time.time()
         self._file.write(json.dumps(event) + "\n")
         self._file.flush()
 
@@ -134,6 +140,7 @@ def _execute(
 def run(job: dict[str, Any]) -> None:
     """Execute the job's notebook and write its events."""
     events = Events(Path(job["events"]))
+    events.write(event="start")
     workdir = job["workdir"]
     nb = nbformat.read(job["notebook"], as_version=4)
     graded = set(job["grade_cells"])
@@ -180,8 +187,30 @@ def run(job: dict[str, Any]) -> None:
     events.write(event="end", seconds=round(time.monotonic() - start, 3), **stop)
 
 
+def serve() -> int:
+    """Run jobs whose paths arrive one a line on stdin; answer ``done`` on stdout after each.
+
+    Only the answers go to the real stdout: anything else written to file descriptor 1 is sent
+    to stderr, so library output cannot be mistaken for an answer.
+    """
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        try:
+            run(json.loads(Path(path).read_text()))
+        except Exception as exc:  # noqa: BLE001 - report and go on with the next job
+            print(f"runner error on {path}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        answers.write(f"done {path}\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """Run the job described by the JSON file ``argv[0]``."""
+    """Run the job described by the JSON file ``argv[0]``, or serve jobs with ``--serve``."""
+    if argv == ["--serve"]:
+        return serve()
     run(json.loads(Path(argv[0]).read_text()))
     return 0
 
