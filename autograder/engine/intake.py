@@ -176,9 +176,13 @@ def _nbgrader(files, root, inputs, assignments, answer_cells, rejected):
         if len(rel) != 3:
             rejected.append(Rejected(origin, "not in nbgrader's <student>/<assignment>/<notebook> layout"))
             continue
-        student, assignment, _ = rel
+        student, assignment, name = rel
         if assignment not in assignments:
             rejected.append(Rejected(origin, f"{assignment!r} is not an assignment being graded"))
+            continue
+        expected = f"{assignment}.ipynb"
+        if name != expected and (path.parent / expected).is_file():
+            rejected.append(Rejected(origin, f"an extra file beside the assignment's notebook {expected}"))
             continue
         outcome = _accept(path, origin, student_id(student), assignment, answer_cells)
         (found if isinstance(outcome, Submission) else rejected).append(outcome)
