@@ -148,13 +148,15 @@ def write_sources(root: Path = COURSE, solutions: Path = SOLUTIONS) -> list[Assi
     return course
 
 
-def sync_sources(root: Path = COURSE, solutions: Path = SOLUTIONS) -> tuple[list[Assignment], list[str]]:
+def sync_sources(
+    root: Path = COURSE, solutions: Path = SOLUTIONS, only: list[str] | None = None
+) -> tuple[list[Assignment], list[str]]:
     """Bring ``<root>/source/`` up to date; return the assignments and the names of those that changed.
 
     An unchanged source is not rewritten, so a course directory with graded submissions is only
-    regenerated where the course itself changed.
+    regenerated where the course itself changed. ``only`` limits the work to those assignments.
     """
-    found = assignments(solutions)
+    found = [a for a in assignments(solutions) if only is None or a.name in only]
     if not found:
         raise BuildError(f"no sources found in {solutions}")
     changed = []

@@ -369,3 +369,42 @@ def test_the_jail_hides_the_course_and_runs_as_nobody(graded) -> None:
     executed = nbformat.read(root / "autograded" / "snoop" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
     snoop = next(c for c in executed.cells if c.get("id") == "added-after-mse_loss")
     assert snoop.outputs[0]["text"].strip() == "[]"
+
+
+def test_scores_go_to_the_gradebook_a_database_url_names(graded, tmp_path: Path) -> None:
+    from nbgrader.api import Gradebook
+
+    _, root = graded
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copy(root.parent / "inbox" / f"ada_{ASSIGNMENT}.ipynb", inbox)
+    db = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    course = tmp_path / "course"
+    grade_class(inbox, ASSIGNMENT, course, FIXTURE, workers=1, limits=LIMITS, db_url=db, progress=False)
+    with Gradebook(db) as gb:
+        assert gb.find_submission(ASSIGNMENT, "ada").score == 7
+    assert not (course / "gradebook.db").exists()
+
+
+def test_a_learner_checks_a_notebook_with_the_visible_tests(graded, tmp_path: Path) -> None:
+    from autograder.engine.pipeline import check_notebook
+
+    _, root = graded
+    path = tmp_path / "my_work.ipynb"
+    shutil.copy(root.parent / "inbox" / f"half_{ASSIGNMENT}.ipynb", path)
+    o = check_notebook(path, solutions=FIXTURE)
+    assert (o.assignment, o.score, o.max_score) == (ASSIGNMENT, 4, 7)
+    assert "mse_loss is not implemented yet" in o.cells[1]["feedback"]
+
+
+def test_the_check_command_on_an_untouched_course_notebook(tmp_path: Path, capsys) -> None:
+    from autograder.__main__ import main
+    from autograder.build import NOTEBOOKS
+
+    path = tmp_path / "01_linear_layer.ipynb"
+    shutil.copy(NOTEBOOKS / "01_linear_layer.ipynb", path)
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("01_linear_layer: 0 / 13 points")
+    assert "numerical_gradient is not implemented yet" in out
+    assert "seed=7" not in out

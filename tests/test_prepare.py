@@ -321,13 +321,13 @@ def test_a_locked_cell_that_is_not_graded_is_restored_too(
     edited = copy.deepcopy(rel)
     cell(edited, "instructions").source = "Skip the tests."
     prepared = run_prepare(edited, src, rel)
-    assert prepared.restored == ["test cell 'instructions' was edited; the original was run"]
+    assert prepared.restored == ["read-only cell 'instructions' was edited; the original was run"]
     assert cell(prepared.notebook, "instructions").source == "Run every cell in order."
 
     deleted = copy.deepcopy(rel)
     del deleted.cells[index(deleted, "instructions")]
     prepared = run_prepare(deleted, src, rel)
-    assert prepared.restored == ["test cell 'instructions' was deleted; it was put back and run"]
+    assert prepared.restored == ["read-only cell 'instructions' was deleted; it was put back and run"]
     assert ids(prepared.notebook) == ids(src)
 
 
@@ -461,7 +461,8 @@ def test_everything_deleted(source: NotebookNode, release: NotebookNode) -> None
     assert sorted(prepared.restored) == sorted(
         [f"answer cell {a!r} was missing; it was graded as blank" for a in ANSWERS]
         + [
-            f"test cell {c.id!r} was deleted; it was put back and run"
+            f"{'test cell' if c.metadata['nbgrader']['grade'] else 'read-only cell'} {c.id!r} was deleted; "
+            "it was put back and run"
             for c in source.cells
             if c.metadata.get("nbgrader", {}).get("locked")
         ]

@@ -18,10 +18,11 @@ from autograder.engine.intake import Rejected, Submission, discover
 
 
 def ensure_course(
-    root: Path = COURSE, solutions: Path = SOLUTIONS, db_url: str | None = None
+    root: Path = COURSE, solutions: Path = SOLUTIONS, db_url: str | None = None, only: list[str] | None = None
 ) -> list[Assignment]:
-    """Make sure ``root`` holds the current source and release of every assignment, and its gradebook."""
-    course, changed = sync_sources(root, solutions)
+    """Make sure ``root`` holds the current source and release of every assignment (or of ``only``),
+    and its gradebook."""
+    course, changed = sync_sources(root, solutions, only)
     if changed:
         generate(root, changed, db_url=db_url)
     return course
@@ -115,29 +116,36 @@ def grade_class(
     return ClassResult(outcomes, rejected, n_inputs, summary, grades_csv)
 
 
-def check_notebook(path: Path, root: Path | None = None, use_jail: bool | None = None) -> Outcome:
-    """Grade one learner's notebook with the visible tests, as the learner's own check; print feedback."""
-    root = root or Path(tempfile.mkdtemp(prefix="check-"))
-    course = ensure_course(root)
-    nb = nbformat.read(path, as_version=4)
-    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells}
-    matches = [a for a in course if a.name in path.name] or [
-        a
-        for a in course
-        if ids
-        & {
-            c.metadata.get("nbgrader", {}).get("grade_id")
-            for c in nbformat.read(root / "release" / a.name / a.notebook, as_version=4).cells
-        }
-    ]
+def check_notebook(path: Path, solutions: Path = SOLUTIONS, use_jail: bool | None = None) -> Outcome:
+    """Grade one learner's notebook with the tests they can see (not the hidden ones); return the outcome.
+
+    The assignment is the one whose name the file name contains, or else the one whose answer
+    cells the notebook has.
+    """
+    from autograder.build import assignments, source_notebook
+
+    course = assignments(solutions)
+    matches = [a for a in course if a.name in path.name]
+    if not matches:
+        nb = nbformat.read(path, as_version=4)
+        ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells}
+        matches = [
+            a
+            for a in course
+            if ids & {c.metadata.get("nbgrader", {}).get("grade_id") for c in source_notebook(a.source).cells}
+        ]
     if not matches:
         raise SystemExit(f"{path} is not a notebook of this course")
-    a = matches[0]
-    # The learner's check runs the tests they can see: the student version's test cells, not the hidden ones.
-    shutil.copyfile(root / "release" / a.name / a.notebook, root / "source" / a.name / a.notebook)
-    grader = Grader(root, [a], Limits(), 1, use_jail)
+    a = max(matches, key=lambda m: len(m.name))
+    root = Path(tempfile.mkdtemp(prefix="check-"))
     try:
-        outcome = grader.grade_one(Submission("you", a.name, path, str(path)))
+        ensure_course(root, solutions, only=[a.name])
+        # The learner's own check runs the tests they can see: the student version's test cells.
+        shutil.copyfile(root / "release" / a.name / a.notebook, root / "source" / a.name / a.notebook)
+        grader = Grader(root, [a], Limits(), 1, use_jail)
+        try:
+            return grader.grade_one(Submission("you", a.name, path, str(path)))
+        finally:
+            grader.close()
     finally:
-        grader.close()
-    return outcome
+        shutil.rmtree(root, ignore_errors=True)

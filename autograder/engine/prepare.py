@@ -108,6 +108,9 @@ def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode
     answers = {_meta(c)["grade_id"]: c for c in release.cells if _meta(c).get("solution")}
     restored: list[str] = []
 
+    def label(key: str) -> str:
+        return "test cell" if _meta(protected[key]).get("grade") else "read-only cell"
+
     # (position, tie-break, cell): the learner's cells first, then restored cells in source order
     placed: list[tuple[float, int, NotebookNode]] = []
     where: dict[str, float] = {}  # key -> position of the learner's cells and test cells
@@ -117,7 +120,7 @@ def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode
         where.setdefault(key, float(index))
         if key in protected:
             if cell.get("source") != visible.get(key, protected[key].source):
-                restored.append(f"test cell {key!r} was edited; the original was run")
+                restored.append(f"{label(key)} {key!r} was edited; the original was run")
             continue
         if _meta(cell).get("grade") or _meta(cell).get("locked"):
             restored.append(
@@ -151,9 +154,9 @@ def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode
     for key in (k for k in order if k in protected):
         position = where.get(key)
         if position is None:
-            test_notes.append(f"test cell {key!r} was deleted; it was put back and run")
+            test_notes.append(f"{label(key)} {key!r} was deleted; it was put back and run")
         elif not _between_its_answers(key, position, order, answer_positions):
-            test_notes.append(f"test cell {key!r} was moved; it ran in its original place")
+            test_notes.append(f"{label(key)} {key!r} was moved; it ran in its original place")
             position = None
         tests[key] = before_successor(key) if position is None else position
 
