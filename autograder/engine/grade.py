@@ -99,12 +99,14 @@ class Grader:
         workers: int | None = None,
         use_jail: bool | None = None,
         hide: list[Path] | None = None,
+        zygote: bool = True,
     ) -> None:
         self.root = course_root
         self.assignments = {a.name: a for a in assignments}
         self.limits = limits or Limits()
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.jailed = jail.jail_available() if use_jail is None else use_jail
+        self.zygote = zygote
         self.results = course_root / "autograder" / "results"
         self.work = Path(tempfile.mkdtemp(prefix="grading-"))
         self.hide = [course_root, REPO, self.work, Path(tempfile.gettempdir()), Path("/root"), Path("/home")]
@@ -114,6 +116,7 @@ class Grader:
         self._lock = threading.Lock()
         self._runners: list[RunnerProcess] = []
         self._font_caches: list[Path] | None = None
+        self._uids = 0
 
     def close(self) -> None:
         """Stop the runner processes and remove the scratch folder."""
@@ -207,9 +210,14 @@ class Grader:
                 "file_bytes": self.limits.file_bytes,
                 "processes": self.limits.processes,
             }
+            with self._lock:
+                self._uids += 1
+                # A user id of its own for each kernel, so that no kernel can signal another.
+                spec["uid"] = FIRST_UID + self._uids % 1000
             spec_path = self.work / f"{job_dir.name}.jail.json"
             spec_path.write_text(json.dumps(spec))
             job["jail_prefix"] = jail.jail_command(spec_path)
+            job["jail_spec"] = str(spec_path)
         self._autograded_path(sub).parent.mkdir(parents=True, exist_ok=True)
         job_path = self.work / f"{job_dir.name}.job.json"
         job_path.write_text(json.dumps(job))
@@ -282,7 +290,8 @@ class Grader:
         """
         runner = getattr(self._local, "runner", None)
         if runner is None:
-            runner = self._local.runner = RunnerProcess(self.work / f"runner-{threading.get_ident()}.log")
+            log = self.work / f"runner-{threading.get_ident()}.log"
+            runner = self._local.runner = RunnerProcess(log, zygote=self.zygote)
             with self._lock:
                 self._runners.append(runner)
         return runner.run(job_path, self.limits.notebook_seconds + 120)
@@ -316,6 +325,10 @@ class Grader:
         return sorted(outcomes, key=lambda o: (o.assignment, o.student))
 
 
+#: Kernels run as users FIRST_UID to FIRST_UID + 999, which own no files on the machine.
+FIRST_UID = 61000
+
+
 class RunnerProcess:
     """A long-lived runner process (``runner --serve``) that runs one job at a time for one worker.
 
@@ -324,15 +337,17 @@ class RunnerProcess:
     runner.
     """
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, zygote: bool = True) -> None:
         self.log = log
+        self.zygote = zygote
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         with self.log.open("ab") as log_file:
             return subprocess.Popen(
-                [sys.executable, "-m", "autograder.engine.runner", "--serve"],
+                [sys.executable, "-m", "autograder.engine.runner", "--serve"]
+                + (["--zygote", str(self.log.parent)] if self.zygote else []),
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

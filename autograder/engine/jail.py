@@ -118,15 +118,29 @@ def _limit(kind: int, value: int | None) -> None:
         resource.setrlimit(kind, (value, value))
 
 
-def main(argv: list[str]) -> None:
-    """Enter the jail described by the spec file ``argv[0]`` and exec the command after ``--``."""
-    spec = json.loads(Path(argv[0]).read_text())
-    command = argv[argv.index("--") + 1 :]
-    workdir = spec["workdir"]
-    build_view(spec["hide"], spec["expose_ro"], [workdir])
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+MS_PRIVATE = 1 << 18
 
-    uid = gid = NOBODY
+
+def enter(spec: dict, own_namespaces: bool = True) -> None:
+    """Enter the jail described by ``spec`` in this process (which must be single-threaded and root).
+
+    With ``own_namespaces`` (a kernel forked from the zygote), this process first moves into new
+    mount and network namespaces itself; otherwise ``unshare`` has already made them, a PID
+    namespace too. Without a PID namespace, ``/proc`` shows only the kernel's own processes
+    (``hidepid``), and each concurrent kernel has a user id of its own, so that no kernel can see
+    or signal another.
+    """
+    workdir = spec["workdir"]
+    if own_namespaces:
+        if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"unshare: {os.strerror(err)}")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    build_view(spec["hide"], spec["expose_ro"], [workdir])
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2" if own_namespaces else None)
+
+    uid = gid = int(spec.get("uid", NOBODY))
     for root, dirs, files in os.walk(workdir):
         for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
             os.chown(name, uid, gid)
@@ -137,7 +151,7 @@ def main(argv: list[str]) -> None:
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
-    # Changing user clears the parent-death signal that `unshare --kill-child` set: set it again.
+    # Changing user clears the parent-death signal: set it (again) so the kernel dies with its parent.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     _limit(resource.RLIMIT_NPROC, spec.get("processes"))
     os.environ.update(
@@ -149,6 +163,13 @@ def main(argv: list[str]) -> None:
         }
     )
     os.chdir(workdir)
+
+
+def main(argv: list[str]) -> None:
+    """Enter the jail described by the spec file ``argv[0]`` and exec the command after ``--``."""
+    spec = json.loads(Path(argv[0]).read_text())
+    command = argv[argv.index("--") + 1 :]
+    enter(spec, own_namespaces=False)
     os.execvp(command[0], command)
 
 

@@ -32,12 +32,30 @@ from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME
 
 
 class JailedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel command is prefixed with the jail's command."""
+    """A kernel manager whose kernel is forked from the zygote, or started behind the jail's command."""
 
     jail_prefix: list[str] = []
+    zygote: str | None = None
+    jail_spec: str | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        return [*self.jail_prefix, *super().format_kernel_cmd(extra_arguments)]
+        command = super().format_kernel_cmd(extra_arguments)
+        if self.zygote and "ipykernel_launcher" in command:
+            kernel_args = command[command.index("ipykernel_launcher") + 1 :]
+            return [
+                "setpriv",
+                "--pdeathsig",
+                "KILL",
+                sys.executable,
+                "-m",
+                "autograder.engine.zygote",
+                "kernel",
+                self.zygote,
+                self.jail_spec or "-",
+                "--",
+                *kernel_args,
+            ]
+        return [*self.jail_prefix, *command]
 
 
 class LimitedClient(NotebookClient):
@@ -152,6 +170,8 @@ def run(job: dict[str, Any]) -> None:
     km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(workdir, "kernel"))
     km.connection_file = os.path.join(workdir, "kernel.json")
     km.jail_prefix = list(job.get("jail_prefix") or [])
+    km.zygote = ZYGOTE["socket"]
+    km.jail_spec = job.get("jail_spec")
     client = LimitedClient(
         nb,
         km=km,
@@ -187,12 +207,39 @@ def run(job: dict[str, Any]) -> None:
     events.write(event="end", seconds=round(time.monotonic() - start, 3), **stop)
 
 
-def serve() -> int:
+#: The zygote this runner forks kernels from, when it has one (see :mod:`autograder.engine.zygote`).
+ZYGOTE: dict[str, Any] = {"socket": None, "process": None}
+
+
+def start_zygote(folder: Path) -> None:
+    """Start a zygote for this runner's kernels; on failure, kernels start the ordinary way."""
+    import subprocess
+    import tempfile
+
+    path = tempfile.mktemp(prefix="zygote-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once, 0600
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder.engine.zygote", "serve", path],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() == "ready":
+        ZYGOTE.update(socket=path, process=proc)
+    else:
+        proc.kill()
+        print("zygote failed to start; kernels will start without it", file=sys.stderr, flush=True)
+
+
+def serve(zygote_dir: Path | None = None) -> int:
     """Run jobs whose paths arrive one a line on stdin; answer ``done`` on stdout after each.
 
     Only the answers go to the real stdout: anything else written to file descriptor 1 is sent
-    to stderr, so library output cannot be mistaken for an answer.
+    to stderr, so library output cannot be mistaken for an answer. With ``zygote_dir``, kernels
+    are forked from a zygote whose socket lives there.
     """
+    if zygote_dir is not None:
+        start_zygote(zygote_dir)
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     for line in sys.stdin:
@@ -209,8 +256,8 @@ def serve() -> int:
 
 def main(argv: list[str]) -> int:
     """Run the job described by the JSON file ``argv[0]``, or serve jobs with ``--serve``."""
-    if argv == ["--serve"]:
-        return serve()
+    if argv[:1] == ["--serve"]:
+        return serve(Path(argv[2]) if argv[1:2] == ["--zygote"] else None)
     run(json.loads(Path(argv[0]).read_text()))
     return 0
 

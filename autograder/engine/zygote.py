@@ -1,0 +1,230 @@
+"""Kernels forked from a warm process, so that no notebook pays again for importing torch.
+
+Importing ipykernel, numpy and torch takes a new kernel about 3.5 s on this course's machines,
+most of the per-notebook cost of grading. A zygote imports them once; each kernel is a ``fork`` of
+it, which then enters its jail and becomes an ordinary ipykernel. Each kernel still starts from a
+fresh, clean interpreter state: nothing of one notebook is in the zygote, and so nothing reaches
+the next.
+
+Three pieces:
+
+* the zygote (``python -m autograder.engine.zygote serve SOCKET``), one per grading worker, started
+  by the runner;
+* the kernel command that jupyter_client launches (``python -m autograder.engine.zygote kernel SOCKET
+  SPEC -- ARGS``): a small stand-in process that asks the zygote for a kernel, hands it its standard
+  streams, forwards interrupts to it, and exits with its exit status, so that jupyter_client manages
+  it like any kernel process;
+* the forked child, which enters the jail (:func:`autograder.engine.jail.enter`) and runs ipykernel.
+
+Lifetimes: when the stand-in dies (killed with the runner), the zygote kills its kernel; when the
+zygote dies, its kernels die with it (parent-death signal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+
+PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "numpy", "torch", "matplotlib")
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _send_msg(sock: socket.socket, obj: object, fds: list[int] | None = None) -> None:
+    payload = json.dumps(obj).encode()
+    header = struct.pack("!I", len(payload))
+    if fds:
+        socket.send_fds(sock, [header + payload], fds)
+    else:
+        sock.sendall(header + payload)
+
+
+def _recv_msg(sock: socket.socket, with_fds: int = 0) -> tuple[object, list[int]]:
+    fds: list[int] = []
+    if with_fds:
+        data, fds, _, _ = socket.recv_fds(sock, 4, with_fds)
+        if len(data) < 4:
+            data += _recv_exact(sock, 4 - len(data))
+        header = data[:4]
+        rest = data[4:]
+    else:
+        header, rest = _recv_exact(sock, 4), b""
+    (length,) = struct.unpack("!I", header)
+    payload = rest + _recv_exact(sock, length - len(rest))
+    return json.loads(payload), list(fds)
+
+
+# -- the zygote ---------------------------------------------------------------------------------
+
+
+def _child(request: dict, fds: list[int]) -> None:
+    """In the forked child: take the stand-in's streams, enter the jail, run ipykernel. Never returns."""
+    try:
+        os.setsid()
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if request.get("jail"):
+            from autograder.engine.jail import enter
+
+            enter(request["jail"])
+        else:
+            os.chdir(request["cwd"])
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        from ipykernel.kernelapp import IPKernelApp
+
+        sys.argv = ["ipykernel_launcher", *request["argv"]]
+        app = IPKernelApp.instance()
+        app.initialize(request["argv"])
+        app.start()
+        os._exit(0)
+    except SystemExit as exc:
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
+    except BaseException as exc:  # noqa: BLE001 - report on the kernel's stderr, then die
+        try:
+            os.write(2, f"kernel start failed: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            os._exit(70)
+
+
+def _manage(conn: socket.socket) -> None:
+    """In a forked manager: fork the kernel, then wait for it or for the stand-in to go. Never returns."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _set_parent_death_signal()
+    try:
+        request, fds = _recv_msg(conn, with_fds=3)
+    except (ConnectionError, OSError, ValueError):
+        os._exit(1)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _child(request, fds)  # never returns
+    for fd in fds:
+        os.close(fd)
+    _send_msg(conn, {"pid": pid})
+    conn.setblocking(False)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            try:
+                conn.setblocking(True)
+                _send_msg(conn, {"exit": os.waitstatus_to_exitcode(status)})
+            except OSError:
+                pass
+            os._exit(0)
+        readable, _, _ = select.select([conn], [], [], 0.2)
+        if readable:
+            try:
+                gone = conn.recv(1) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                # The stand-in died (killed with its runner): the kernel must not outlive it.
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _set_parent_death_signal() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def serve(path: str) -> None:
+    """Import the heavy modules, then fork a kernel for every request on the unix socket ``path``.
+
+    The zygote stays single-threaded (forking a threaded process can deadlock the child): each
+    request is handled by a forked manager process, which forks the kernel and watches over it.
+    """
+    import importlib
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
+
+    _set_parent_death_signal()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # managers are reaped automatically
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o600)
+    server.listen(16)
+    print("ready", flush=True)
+    while True:
+        conn, _ = server.accept()
+        if os.fork() == 0:
+            server.close()
+            _manage(conn)
+        conn.close()
+
+
+# -- the stand-in -------------------------------------------------------------------------------
+
+
+def standin(path: str, jail_spec: str | None, argv: list[str]) -> int:
+    """Ask the zygote for a kernel with ``argv``; forward interrupts; exit as the kernel exits."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "jail": None}
+    if jail_spec:
+        with open(jail_spec) as f:
+            request["jail"] = json.load(f)
+    _send_msg(sock, request, fds=[0, 1, 2])
+    reply, _ = _recv_msg(sock)
+    pid = reply["pid"]
+
+    def forward(signum: int, frame: object) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    try:
+        reply, _ = _recv_msg(sock)
+    except (ConnectionError, OSError):
+        return 1
+    code = int(reply.get("exit", 1))
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def main(argv: list[str]) -> int:
+    """``serve SOCKET`` or ``kernel SOCKET SPEC|- -- KERNEL ARGS``."""
+    if argv[0] == "serve":
+        serve(argv[1])
+        return 0
+    if argv[0] == "kernel":
+        sep = argv.index("--")
+        spec = argv[2] if argv[2] != "-" else None
+        return standin(argv[1], spec, argv[sep + 1 :])
+    raise SystemExit(f"unknown command {argv[0]!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
