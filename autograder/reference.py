@@ -100,3 +100,72 @@ def two_layer_net(
     result["loss"] = _np(loss)
     result.update({f"d{k}": _np(t.grad) for k, t in p.items()})
     return result
+
+
+def cube_second_derivatives(x: np.ndarray, g: np.ndarray, v: np.ndarray) -> dict[str, np.ndarray]:
+    """``y = x**3``, its gradient ``dx`` for upstream ``g``, and the derivatives of ``<dx, v>`` with
+    respect to x (``hx``, a Hessian-vector product) and to the upstream gradient (``hg``)."""
+    xt, gt = _leaf(x), _leaf(g)
+    y = xt**3
+    (dx,) = torch.autograd.grad(y, xt, gt, create_graph=True)
+    hx, hg = torch.autograd.grad(dx, [xt, gt], torch.from_numpy(np.asarray(v, dtype=np.float64)))
+    return {"y": _np(y), "dx": _np(dx), "hx": _np(hx), "hg": _np(hg)}
+
+
+def ctx_features(data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """References for notebook 05's ctx exercise: max over dim 1 of ``s`` with indices and the
+    gradient for upstream ``gv``; ReLU of ``a`` and its gradient for ``ga``; square and cube of ``z``
+    and their gradients for ``g2``, ``g3`` and both."""
+    st = _leaf(data["s"])
+    values, indices = st.max(dim=1)
+    (ds,) = torch.autograd.grad(values, st, torch.from_numpy(np.asarray(data["gv"], dtype=np.float64)))
+    result = {"values": _np(values), "indices": indices.numpy().copy(), "ds": _np(ds)}
+    at = _leaf(data["a"])
+    r = torch.relu(at)
+    (da,) = torch.autograd.grad(r, at, torch.from_numpy(np.asarray(data["ga"], dtype=np.float64)))
+    result.update({"relu": _np(r), "da": _np(da)})
+    z = np.asarray(data["z"], dtype=np.float64)
+    g2, g3 = (torch.from_numpy(np.asarray(data[k], dtype=np.float64)) for k in ("g2", "g3"))
+    for name, grads in (("d_both", (g2, g3)), ("d_sq", (g2, None)), ("d_cu", (None, g3))):
+        zt = _leaf(z)
+        outs = [o for o, gg in zip((zt**2, zt**3), grads, strict=True) if gg is not None]
+        (dz,) = torch.autograd.grad(outs, zt, [gg for gg in grads if gg is not None])
+        result[name] = _np(dz)
+    result.update({"sq": z**2, "cu": z**3})
+    return result
+
+
+def legendre3(x: np.ndarray, g: np.ndarray) -> dict[str, np.ndarray]:
+    """The Legendre polynomial ``P3(x) = (5 x**3 - 3 x) / 2`` and its gradient for upstream ``g``."""
+    xt = _leaf(x)
+    y = 0.5 * (5 * xt**3 - 3 * xt)
+    y.backward(torch.from_numpy(np.asarray(g, dtype=np.float64)))
+    return {"y": _np(y), "dx": _np(xt.grad)}
+
+
+def legendre_fit(
+    x: np.ndarray, y: np.ndarray, init: tuple[float, float, float, float], lr: float, steps: int
+) -> dict[str, np.ndarray]:
+    """PyTorch's "Learning PyTorch with Examples" loop: ``a + b P3(c + d x)`` fitted to ``y`` by plain
+    gradient descent on the sum of squared errors. Returns the final (a, b, c, d) and their loss.
+
+    The gradients are written out in numpy (the model has four scalars, and autograd's per-step
+    overhead would make grading ten times slower); tests check them against autograd.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    a, b, c, d = (float(v) for v in init)
+    for _ in range(steps):
+        z = c + d * x
+        p3 = 0.5 * (5 * z**3 - 3 * z)
+        r2 = 2.0 * (a + b * p3 - y)
+        slope = r2 * b * 1.5 * (5 * z**2 - 1)
+        a, b, c, d = (
+            a - lr * r2.sum(),
+            b - lr * (r2 * p3).sum(),
+            c - lr * slope.sum(),
+            d - lr * (slope * x).sum(),
+        )
+    z = c + d * x
+    loss = np.sum((a + b * 0.5 * (5 * z**3 - 3 * z) - y) ** 2)
+    return {"params": np.array([a, b, c, d]), "loss": np.asarray(loss)}

@@ -1,0 +1,499 @@
+"""The checks of notebook 03 give full points to the reference, zero to a blank answer, and fewer
+points, with feedback that names the mistake, to realistic wrong answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autograder import evidence as evidence_json
+from autograder.checks import autograd_graph as checks
+from autograder.checks.core import Check
+from autograder.report import Report
+
+# ---------------------------------------------------------------------------------------------------
+# Reference answers (the notebook's solutions)
+# ---------------------------------------------------------------------------------------------------
+
+
+def two_layer_loss_torch(params, X, y, reg=0.0):
+    z = X @ params["W1"].T + params["b1"]
+    scores = torch.relu(z) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return F.cross_entropy(scores, y) + penalty
+
+
+def backward_order(result):
+    seen, post = set(), []
+
+    def visit(node):
+        if node is None or node in seen:
+            return
+        seen.add(node)
+        for child, _ in node.next_functions:
+            visit(child)
+        post.append(node)
+
+    visit(result.grad_fn)
+    return [type(n).__name__ for n in reversed(post)]
+
+
+def backward_order_kahn(result):
+    """Another valid answer: count each node's parents, list a node when the count reaches zero."""
+    root, waiting, stack, seen = result.grad_fn, {}, [result.grad_fn], {result.grad_fn}
+    while stack:
+        node = stack.pop()
+        for child, _ in node.next_functions:
+            if child is not None:
+                waiting[child] = waiting.get(child, 0) + 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    order, ready = [], [root]
+    while ready:
+        node = ready.pop(0)
+        order.append(type(node).__name__)
+        for child, _ in node.next_functions:
+            if child is not None:
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    ready.append(child)
+    return order
+
+
+def sgd_step(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+    for p in params:
+        p.grad = None
+
+
+def sgd_step_zero(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p.sub_(lr * p.grad)
+            p.grad.zero_()
+
+
+def sgd_step_optim(params, lr):
+    """Also correct: PyTorch's own optimizer, then its zero_grad."""
+    optimizer = torch.optim.SGD(params, lr=lr)
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def blank(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------
+
+
+def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
+    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
+    that grading the decoded evidence gives the same report as grading the original."""
+    evidence = check.collect(*learner, seed=seed)
+    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
+    assert report == check.grade(evidence)
+    return report
+
+
+def item(report: Report, name: str):
+    matches = [i for i in report.items if i.name == name]
+    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
+    return matches[0]
+
+
+def failed(report: Report) -> set[str]:
+    return {i.name for i in report.items if not i.passed}
+
+
+REFERENCE_RUNS = {
+    "two_layer_loss_torch": (checks.check_two_layer_loss_torch, two_layer_loss_torch, 4.0),
+    "backward_order": (checks.check_backward_order, backward_order, 3.0),
+    "backward_order (Kahn)": (checks.check_backward_order, backward_order_kahn, 3.0),
+    "sgd_step": (checks.check_sgd_step, sgd_step, 3.0),
+    "sgd_step (zero_)": (checks.check_sgd_step, sgd_step_zero, 3.0),
+    "sgd_step (optimizer)": (checks.check_sgd_step, sgd_step_optim, 3.0),
+}
+
+CHECKS = {
+    "two_layer_loss_torch": (checks.TWO_LAYER_LOSS_TORCH, two_layer_loss_torch),
+    "backward_order": (checks.BACKWARD_ORDER, backward_order),
+    "sgd_step": (checks.SGD_STEP, sgd_step),
+}
+
+
+@pytest.mark.parametrize("name", list(REFERENCE_RUNS))
+@pytest.mark.parametrize("seed", [0, 7])
+def test_reference_gets_full_points_without_stderr(name, seed, capfd):
+    check_fn, learner, points = REFERENCE_RUNS[name]
+    score = check_fn(learner, seed=seed)
+    out, err = capfd.readouterr()
+    assert type(score) is float and score == points, out
+    assert err == ""
+    assert "note:" not in out
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_blank_scores_exactly_zero(name, capfd):
+    check, _ = CHECKS[name]
+    score = checks.run_check(check, blank)
+    out, err = capfd.readouterr()
+    assert score == 0.0 and type(score) is float
+    assert "not implemented yet" in out
+    assert err == ""
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_evidence_survives_json_and_grades_identically(name):
+    check, learner = CHECKS[name]
+    report = grade(check, learner)
+    assert report.score == check.points
+
+
+# ---------------------------------------------------------------------------------------------------
+# two_layer_loss_torch: wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def loss_sum_over_batch(params, X, y, reg=0.0):
+    z = X @ params["W1"].T + params["b1"]
+    scores = torch.relu(z) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return F.cross_entropy(scores, y, reduction="sum") + penalty
+
+
+def loss_reg_on_biases(params, X, y, reg=0.0):
+    return two_layer_loss_torch(params, X, y, reg) + 0.5 * reg * sum(
+        (params[k] ** 2).sum() for k in ("b1", "b2")
+    )
+
+
+def loss_detached(params, X, y, reg=0.0):
+    W1 = params["W1"].detach()
+    z = X @ W1.T + params["b1"]
+    scores = torch.relu(z) @ params["W2"].T + params["b2"]
+    return F.cross_entropy(scores, y) + 0.5 * reg * ((W1**2).sum() + (params["W2"] ** 2).sum())
+
+
+def loss_item(params, X, y, reg=0.0):
+    return two_layer_loss_torch(params, X, y, reg).item()
+
+
+def loss_calls_backward(params, X, y, reg=0.0):
+    loss = two_layer_loss_torch(params, X, y, reg)
+    loss.backward(retain_graph=True)
+    return loss
+
+
+def loss_numpy_rewrapped(params, X, y, reg=0.0):
+    value = two_layer_loss_torch({k: v.detach() for k, v in params.items()}, X, y, reg).numpy()
+    return torch.tensor(value, requires_grad=True)
+
+
+def loss_float32(params, X, y, reg=0.0):
+    return two_layer_loss_torch({k: v.float() for k, v in params.items()}, X.float(), y, reg)
+
+
+def loss_keepdim(params, X, y, reg=0.0):
+    return two_layer_loss_torch(params, X, y, reg).reshape(1)
+
+
+def loss_no_relu(params, X, y, reg=0.0):
+    scores = (X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    return F.cross_entropy(scores, y) + 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+
+
+def loss_modifies_X(params, X, y, reg=0.0):
+    X.mul_(1.0)
+    X[0, 0] = 0.0
+    return two_layer_loss_torch(params, X, y, reg)
+
+
+def test_loss_sum_over_batch_loses_points_and_is_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_sum_over_batch)
+    assert report.score < 4.0
+    assert {"loss", "W1.grad", "b2.grad", "reg > 0"} <= failed(report)
+    assert "N=5" in item(report, "loss").message
+    assert "N = 1" not in failed(report)  # the mean and the sum agree at N = 1: that is why N >= 3 matters
+
+
+def test_loss_reg_on_biases_is_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_reg_on_biases)
+    assert failed(report) == {"reg > 0"}
+    assert "biases are regularised" in item(report, "reg > 0").message
+
+
+def test_loss_detached_weight_says_not_connected():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_detached)
+    assert report.score < 4.0
+    assert "W1.grad is None" in item(report, "W1.grad").message
+    assert "b1.grad" not in failed(report)
+
+
+@pytest.mark.parametrize("fn", [loss_item, loss_numpy_rewrapped])
+def test_loss_out_of_the_graph(fn):
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, fn)
+    assert report.score < 2.0
+    assert "loss in the graph" in failed(report)
+    message = item(report, "loss in the graph").message
+    assert ("Python float" in message) if fn is loss_item else ("grad_fn None" in message)
+    assert "W2.grad" in failed(report)
+
+
+def test_loss_calling_backward_itself_is_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_calls_backward)
+    assert {"W1.grad", "b1.grad", "W2.grad", "b2.grad"} <= failed(report)
+    assert "calls backward itself" in item(report, "W1.grad").message
+
+
+def test_loss_float32_and_shape_one():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_float32)
+    assert "loss" in failed(report) and "single precision" in item(report, "loss").message
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_keepdim)
+    assert "loss" in failed(report) and "size 1" in item(report, "loss").message
+
+
+def test_loss_no_relu_and_modified_input():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_no_relu)
+    assert report.score < 4.0 and "loss" in failed(report)
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_modifies_X)
+    assert "inputs unchanged" in failed(report)
+    assert "changed its argument X" in item(report, "inputs unchanged").message
+
+
+# ---------------------------------------------------------------------------------------------------
+# backward_order: graphs and wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_graphs_are_what_the_notebook_says():
+    for seed in (0, 7):
+        names, parents = checks.graph_structure(checks.build_graph("two-layer net", seed))
+        assert names.count("AddmmBackward0") == 2 and names.count("AccumulateGrad") == 4
+        # W1's and W2's AccumulateGrad are each fed by two nodes (the layer and the penalty)
+        assert sum(len(p) == 2 for n, p in zip(names, parents, strict=True) if n == "AccumulateGrad") == 2
+        names, parents = checks.graph_structure(checks.build_graph("diamond", seed))
+        assert max(len(p) for p in parents) == 3
+    chains = {tuple(checks.graph_structure(checks.build_graph("chain", s))[0]) for s in range(4)}
+    assert len(chains) > 1  # the seed changes the operations
+
+
+def test_every_valid_order_is_accepted():
+    # the engine's own execution order, recorded with hooks, is valid; so is the Kahn order
+    result = checks.build_graph("two-layer net", 3)
+    names, parents = checks.graph_structure(result)
+    seen, nodes, stack = set(), [], [result.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        nodes.append(node)
+        stack.extend(c for c, _ in node.next_functions if c is not None)
+    ran: list[str] = []
+    for node in nodes:
+        node.register_prehook(lambda grads, node=node: ran.append(type(node).__name__))
+    result.backward()
+    assert checks.order_problem(ran, names, parents) is None
+    assert (
+        checks.order_problem(backward_order_kahn(checks.build_graph("two-layer net", 3)), names, parents)
+        is None
+    )
+    assert backward_order_kahn(checks.build_graph("diamond", 0)) != backward_order(
+        checks.build_graph("diamond", 0)
+    )
+
+
+def order_preorder(result):
+    """Depth-first, listing a node when first reached."""
+    seen, order = set(), []
+
+    def visit(node):
+        if node is None or node in seen:
+            return
+        seen.add(node)
+        order.append(type(node).__name__)
+        for child, _ in node.next_functions:
+            visit(child)
+
+    visit(result.grad_fn)
+    return order
+
+
+def order_breadth_first(result):
+    """Breadth-first, listing a node when first reached."""
+    seen, order, queue = {result.grad_fn}, [], [result.grad_fn]
+    while queue:
+        node = queue.pop(0)
+        order.append(type(node).__name__)
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                queue.append(child)
+    return order
+
+
+def order_no_dedup(result):
+    order = []
+
+    def visit(node):
+        if node is None:
+            return
+        order.append(type(node).__name__)
+        for child, _ in node.next_functions:
+            visit(child)
+
+    visit(result.grad_fn)
+    return order
+
+
+def order_without_accumulate(result):
+    return [n for n in backward_order(result) if n != "AccumulateGrad"]
+
+
+def order_forward(result):
+    return backward_order(result)[::-1]
+
+
+def order_dedup_by_name(result):
+    out = []
+    for n in backward_order(result):
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def order_nodes(result):
+    seen, post = set(), []
+
+    def visit(node):
+        if node is None or node in seen:
+            return
+        seen.add(node)
+        for child, _ in node.next_functions:
+            visit(child)
+        post.append(node)
+
+    visit(result.grad_fn)
+    return post[::-1]
+
+
+def order_first_input_only(result):
+    order, node = [], result.grad_fn
+    while node is not None:
+        order.append(type(node).__name__)
+        node = node.next_functions[0][0] if node.next_functions else None
+    return order
+
+
+WRONG_ORDERS = {
+    order_preorder: "comes too early",
+    order_breadth_first: "comes too early",
+    order_no_dedup: "list each node once",
+    order_without_accumulate: "include the AccumulateGrad",
+    order_forward: "reversed",
+    order_dedup_by_name: "by identity",
+    order_nodes: "return a list of strings",
+    order_first_input_only: "missing",
+}
+
+
+@pytest.mark.parametrize("fn", list(WRONG_ORDERS), ids=lambda f: f.__name__)
+def test_wrong_orders_lose_points_with_a_reason(fn, capfd):
+    report = grade(checks.BACKWARD_ORDER, fn)
+    assert report.score < 3.0
+    assert "two-layer net" in failed(report)
+    assert WRONG_ORDERS[fn] in item(report, "two-layer net").message
+    assert capfd.readouterr().err == ""
+
+
+def test_preorder_passes_the_chain_only():
+    report = grade(checks.BACKWARD_ORDER, order_preorder)
+    assert failed(report) == {"diamond", "two-layer net"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# sgd_step: wrong answers
+# ---------------------------------------------------------------------------------------------------
+
+
+def sgd_no_zero(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+
+
+def sgd_rebind(params, lr):
+    for p in params:
+        p = p.detach() - lr * p.grad  # noqa: PLW2901 - the mistake under test
+        p.requires_grad_()
+    for p in params:
+        p.grad = None
+
+
+def sgd_outside_no_grad(params, lr):
+    for p in params:
+        p -= lr * p.grad
+        p.grad = None
+
+
+def sgd_zero_first(params, lr):
+    for p in params:
+        p.grad.zero_()
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+
+
+def sgd_sign(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p += lr * p.grad
+            p.grad = None
+
+
+def sgd_detaches(params, lr):
+    for p in params:
+        p.detach_()
+        p -= lr * p.grad
+        p.grad = None
+
+
+def sgd_returns_new(params, lr):
+    return [(p - lr * p.grad).detach().requires_grad_() for p in params]
+
+
+def test_sgd_without_zero_grad_is_named():
+    report = grade(checks.SGD_STEP, sgd_no_zero)
+    assert failed(report) == {"two steps", "grads cleared"}
+    assert "old gradient plus the new one" in item(report, "two steps").message
+
+
+@pytest.mark.parametrize("fn", [sgd_rebind, sgd_returns_new, sgd_zero_first])
+def test_sgd_without_effect_is_named(fn):
+    report = grade(checks.SGD_STEP, fn)
+    assert {"one step", "two steps"} <= failed(report)
+    assert "unchanged" in item(report, "one step").message
+    assert report.score <= 1.0
+
+
+def test_sgd_outside_no_grad_raises_and_gets_zero():
+    report = grade(checks.SGD_STEP, sgd_outside_no_grad)
+    assert report.score == 0.0
+    assert "torch.no_grad()" in item(report, "one step").message
+
+
+def test_sgd_sign_and_detach():
+    report = grade(checks.SGD_STEP, sgd_sign)
+    assert "sign is flipped" in item(report, "one step").message and report.score < 3.0
+    report = grade(checks.SGD_STEP, sgd_detaches)
+    assert "still leaves" in failed(report) and report.score < 3.0
+    assert "no longer requires grad" in item(report, "still leaves").message

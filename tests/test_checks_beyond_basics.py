@@ -1,0 +1,714 @@
+"""The checks of notebook 05 give full points to the reference, zero to a blank answer, and fewer
+points, with feedback that names the mistake, to realistic wrong answers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.autograd.function import once_differentiable
+
+from autograder import evidence as evidence_json
+from autograder.checks import beyond_basics as checks
+from autograder.checks.core import Check
+
+# ---------------------------------------------------------------------------------------------------
+# Reference answers (the notebook's solutions)
+# ---------------------------------------------------------------------------------------------------
+
+
+class LinearFunctionFunc(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, weight, bias=None):
+        output = input.mm(weight.t())
+        if bias is not None:
+            output = output + bias
+        return output
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias = (*inputs, None)[:3]
+        ctx.save_for_backward(input, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = grad_output.mm(weight)
+        if ctx.needs_input_grad[1]:
+            grad_weight = grad_output.t().mm(input)
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_bias = grad_output.sum(0)
+        return grad_input, grad_weight, grad_bias
+
+
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.matmul(weight.t())
+        if bias is not None:
+            output = output + bias
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_weight = grad_bias = None
+        g2 = grad_output.reshape(-1, weight.shape[0])
+        if ctx.needs_input_grad[0]:
+            grad_input = grad_output.matmul(weight)
+        if ctx.needs_input_grad[1]:
+            grad_weight = g2.t().mm(input.reshape(-1, weight.shape[1]))
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_bias = g2.sum(0)
+        return grad_input, grad_weight, grad_bias
+
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * grad_output
+
+
+class NumpyCube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.from_numpy(x.detach().numpy() ** 3)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.from_numpy(3 * x.numpy() ** 2 * grad_output.numpy())
+
+
+class MaxWithIndex(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores):
+        values, indices = scores.max(dim=1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        ctx.shape = scores.shape
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        (indices,) = ctx.saved_tensors
+        grad = grad_values.new_zeros(ctx.shape)
+        grad.scatter_(1, indices.unsqueeze(1), grad_values.unsqueeze(1))
+        return grad
+
+
+class InplaceReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.clamp_(min=0)
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (out,) = ctx.saved_tensors
+        return grad_output * (out > 0)
+
+
+class SquareAndCube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x)
+        return x**2, x**3
+
+    @staticmethod
+    def backward(ctx, grad_square, grad_cube):
+        (x,) = ctx.saved_tensors
+        grad = torch.zeros_like(x)
+        if grad_square is not None:
+            grad = grad + 2 * x * grad_square
+        if grad_cube is not None:
+            grad = grad + 3 * x**2 * grad_cube
+        return grad
+
+
+class SoftmaxCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        shifted = scores - scores.max(dim=1, keepdim=True).values
+        log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
+        n = scores.shape[0]
+        loss = -log_probs[torch.arange(n), targets].mean()
+        ctx.save_for_backward(log_probs.exp(), targets)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        probs, targets = ctx.saved_tensors
+        n = probs.shape[0]
+        grad = probs.clone()
+        grad[torch.arange(n), targets] -= 1.0
+        return grad * (grad_output / n), None
+
+
+class LegendrePolynomial3(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return 0.5 * (5 * input**3 - 3 * input)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return grad_output * 1.5 * (5 * input**2 - 1)
+
+
+def fit_legendre(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, init=(0.0, -1.0, 0.0, 0.3), mean=False):
+    a, b, c, d = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in init)
+    for _ in range(steps):
+        y_pred = a + b * P3.apply(c + d * x)
+        loss = (y_pred - y).pow(2)
+        loss = loss.mean() if mean else loss.sum()
+        loss.backward()
+        with torch.no_grad():
+            for p in (a, b, c, d):
+                p -= lr * p.grad
+                p.grad = None
+    return a.item(), b.item(), c.item(), d.item()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------
+
+
+def _run(check: Check, *learner: Any, seed: int = 0):
+    evidence = check.collect(*learner, seed=seed)
+    return evidence, check.grade(evidence)
+
+
+def _assert_full(check: Check, *learner: Any, capfd) -> None:
+    for seed in (0, 7):
+        evidence, report = _run(check, *learner, seed=seed)
+        assert report.score == check.points, report.render()
+        again = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
+        assert again.score == report.score and again.render() == report.render()
+    captured = capfd.readouterr()
+    assert captured.err == ""
+
+
+def _assert_wrong(check: Check, *learner: Any, item: str, says: str) -> None:
+    _, report = _run(check, *learner)
+    assert report.score < check.points, report.render()
+    failed = [i for i in report.items if not i.passed]
+    names = [i.name for i in failed]
+    assert any(item in n for n in names), report.render()
+    text = report.render()
+    assert says.lower() in text.lower(), text
+
+
+class Blank(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError()
+
+    @staticmethod
+    def backward(ctx, *args):
+        raise NotImplementedError()
+
+
+class BlankFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(*args):
+        raise NotImplementedError()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError()
+
+    @staticmethod
+    def backward(ctx, *args):
+        raise NotImplementedError()
+
+
+def blank_fit(x, y):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 1: LinearFunctionFunc
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_func_reference_full(capfd):
+    _assert_full(checks.LINEAR_FUNCTION_FUNC, LinearFunctionFunc, capfd=capfd)
+
+
+def test_func_blank_zero():
+    assert _run(checks.LINEAR_FUNCTION_FUNC, BlankFunc)[1].score == 0.0
+
+
+class OldStyleLinear(torch.autograd.Function):
+    """Notebook 04's form: forward(ctx, ...) and no setup_context, so torch.func refuses it."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        out = input.mm(weight.t())
+        return out + bias if bias is not None else out
+
+    backward = LinearFunctionFunc.backward
+
+
+class BiasNotReduced(LinearFunctionFunc):
+    """grad_bias = grad_output: autograd sums it back to (M,), only a direct call shows the shape."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
+        return gi, gw, (grad_output if gb is not None else None)
+
+
+class NoVmapRule(LinearFunctionFunc):
+    generate_vmap_rule = False
+
+
+class BiasAlways(LinearFunctionFunc):
+    """Ignores needs_input_grad and a missing bias: grad_output.sum(0) is returned for bias None."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        return grad_output.mm(weight), grad_output.t().mm(input), bias * 0 + grad_output.sum(0)
+
+
+class SwappedNeeds(LinearFunctionFunc):
+    """needs_input_grad indices mixed up: input and weight guards swapped."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_output.mm(weight) if ctx.needs_input_grad[1] else None
+        grad_weight = grad_output.t().mm(input) if ctx.needs_input_grad[0] else None
+        grad_bias = grad_output.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
+        return grad_input, grad_weight, grad_bias
+
+
+class IgnoresUpstream(LinearFunctionFunc):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return LinearFunctionFunc.backward(ctx, torch.ones_like(grad_output))
+
+
+@pytest.mark.parametrize(
+    ("fn", "item", "says"),
+    [
+        (OldStyleLinear, "vmap", "setup_context"),
+        (BiasNotReduced, "direct backward", "shape (4, 5)"),
+        (NoVmapRule, "vmap", "vmap"),
+        (BiasAlways, "no bias", "NoneType"),
+        (SwappedNeeds, "mixed requires_grad", "all zeros"),
+        (IgnoresUpstream, "dx", "grad_output is ignored"),
+    ],
+)
+def test_func_wrong(fn, item, says):
+    _assert_wrong(checks.LINEAR_FUNCTION_FUNC, fn, item=item, says=says)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 2: LinearFunction with leading dimensions
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_batched_reference_full(capfd):
+    _assert_full(checks.BATCHED_LINEAR, LinearFunction, capfd=capfd)
+
+
+def test_batched_blank_zero():
+    assert _run(checks.BATCHED_LINEAR, Blank)[1].score == 0.0
+
+
+class TwoDOnly(LinearFunction):
+    """Notebook 04's version: mm works for (N, D) only."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        out = input.mm(weight.t())
+        return out + bias if bias is not None else out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gi = grad_output.mm(weight) if ctx.needs_input_grad[0] else None
+        gw = grad_output.t().mm(input) if ctx.needs_input_grad[1] else None
+        gb = grad_output.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
+        return gi, gw, gb
+
+
+class BiasFirstAxisOnly(LinearFunction):
+    """grad_bias summed over axis 0 only: right for (N, D), (3, 4, M) for (2, 3, 4, D)."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        input, weight, bias = ctx.saved_tensors
+        if gb is not None:
+            gb = grad_output.sum(0)
+        return gi, gw, gb
+
+
+class WeightMean(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        n = grad_output.numel() // grad_output.shape[-1]
+        return gi, (gw / n if gw is not None else None), gb
+
+
+class TransposeLastTwo(LinearFunction):
+    """grad_weight = grad_output.transpose(-1, -2) @ input summed over axis 0: fails for 1-D and 4-D."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gi = grad_output.matmul(weight)
+        gw = grad_output.transpose(-1, -2).matmul(input)
+        while gw.dim() > 2:
+            gw = gw.sum(0)
+        gb = grad_output.reshape(-1, weight.shape[0]).sum(0) if bias is not None else None
+        return gi, gw, gb
+
+
+@pytest.mark.parametrize(
+    ("fn", "item", "says"),
+    [
+        (TwoDOnly, "out, input (2, 3, 4, D)", "RuntimeError"),
+        (BiasFirstAxisOnly, "direct backward", "shape (3, 4, 6)"),
+        (WeightMean, "dW", "averaged instead of summed"),
+        (TransposeLastTwo, "1-D input", "Dimension out of range"),
+    ],
+)
+def test_batched_wrong(fn, item, says):
+    _assert_wrong(checks.BATCHED_LINEAR, fn, item=item, says=says)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 3: double backward
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_double_reference_full(capfd):
+    _assert_full(checks.DOUBLE_BACKWARD, Cube, NumpyCube, capfd=capfd)
+
+
+def test_double_blank_zero():
+    assert _run(checks.DOUBLE_BACKWARD, Blank, Blank)[1].score == 0.0
+
+
+class CubeDetached(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return 3 * x.detach() ** 2 * grad_output
+
+
+class CubeNumpyBackward(Cube):
+    """A numpy backward without once_differentiable: the second derivative silently vanishes."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.from_numpy(3 * x.detach().numpy() ** 2 * grad_output.detach().numpy())
+
+
+class NumpyCubeUndecorated(NumpyCube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.from_numpy(3 * x.detach().numpy() ** 2 * grad_output.detach().numpy())
+
+
+class NumpyCubeFloat32(NumpyCube):
+    """numpy arrays made float32 on the way: right values to 1e-7, wrong dtype."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.from_numpy(x.detach().numpy().astype(np.float32) ** 3)
+
+
+class CubeNoGrad(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with torch.no_grad():
+            return 3 * x**2 * grad_output
+
+
+@pytest.mark.parametrize(
+    ("cube", "numpy_cube", "item", "says"),
+    [
+        (CubeDetached, NumpyCube, "second derivative through x", "detached"),
+        (CubeNumpyBackward, NumpyCube, "second derivative through x", "not built from differentiable"),
+        (CubeNoGrad, NumpyCube, "second derivative through", "does not"),
+        (Cube, NumpyCubeUndecorated, "NumpyCube raises", "does not require grad"),
+        (Cube, Cube, "NumpyCube raises", "raised nothing"),
+        (Cube, NumpyCubeFloat32, "NumpyCube: y and dx", "single precision"),
+    ],
+)
+def test_double_wrong(cube, numpy_cube, item, says):
+    _assert_wrong(checks.DOUBLE_BACKWARD, cube, numpy_cube, item=item, says=says)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 4: ctx features
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_ctx_reference_full(capfd):
+    _assert_full(checks.CTX_FEATURES, MaxWithIndex, InplaceReLU, SquareAndCube, capfd=capfd)
+
+
+def test_ctx_blank_zero():
+    assert _run(checks.CTX_FEATURES, Blank, Blank, Blank)[1].score == 0.0
+
+
+class MaxIndicesDifferentiable(MaxWithIndex):
+    @staticmethod
+    def forward(ctx, scores):
+        values, indices = scores.max(dim=1)
+        ctx.save_for_backward(indices)
+        ctx.shape = scores.shape
+        return values, indices.double()
+
+
+class ReLUNotDirty(InplaceReLU):
+    @staticmethod
+    def forward(ctx, x):
+        x.clamp_(min=0)
+        ctx.save_for_backward(x)
+        return x
+
+
+class ReLUCopy(InplaceReLU):
+    @staticmethod
+    def forward(ctx, x):
+        out = x.clamp(min=0)
+        ctx.save_for_backward(out)
+        return out
+
+
+class SquareCubeNoneUnhandled(SquareAndCube):
+    @staticmethod
+    def backward(ctx, grad_square, grad_cube):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad_square + 3 * x**2 * grad_cube
+
+
+class SquareCubeFirstOnly(SquareAndCube):
+    """Returns the gradient through the square only when it is there, dropping the cube's."""
+
+    @staticmethod
+    def backward(ctx, grad_square, grad_cube):
+        (x,) = ctx.saved_tensors
+        if grad_square is not None:
+            return 2 * x * grad_square
+        return 3 * x**2 * grad_cube
+
+
+@pytest.mark.parametrize(
+    ("classes", "item", "says"),
+    [
+        ((MaxIndicesDifferentiable, InplaceReLU, SquareAndCube), "indices not differentiable", "mark_non"),
+        ((MaxWithIndex, ReLUNotDirty, SquareAndCube), "marked dirty", "mark_dirty"),
+        ((MaxWithIndex, ReLUCopy, SquareAndCube), "marked dirty", "version counter"),
+        ((MaxWithIndex, InplaceReLU, SquareCubeNoneUnhandled), "backward with None", "NoneType"),
+        ((MaxWithIndex, InplaceReLU, SquareCubeFirstOnly), "outputs and gradients", "both outputs used"),
+    ],
+)
+def test_ctx_wrong(classes, item, says):
+    _assert_wrong(checks.CTX_FEATURES, *classes, item=item, says=says)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 5: SoftmaxCrossEntropy
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_sce_reference_full(capfd):
+    _assert_full(checks.SOFTMAX_CROSS_ENTROPY_FUNCTION, SoftmaxCrossEntropy, capfd=capfd)
+
+
+def test_sce_blank_zero():
+    assert _run(checks.SOFTMAX_CROSS_ENTROPY_FUNCTION, Blank)[1].score == 0.0
+
+
+class SceIgnoresUpstream(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return SoftmaxCrossEntropy.backward(ctx, torch.ones_like(grad_output))
+
+
+class SceNaive(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        probs = scores.exp() / scores.exp().sum(dim=1, keepdim=True)
+        n = scores.shape[0]
+        ctx.save_for_backward(probs, targets)
+        return -probs[torch.arange(n), targets].log().mean()
+
+
+class SceSum(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad, _ = SoftmaxCrossEntropy.backward(ctx, grad_output)
+        return grad * ctx.saved_tensors[0].shape[0], None
+
+
+class SceTargetsGrad(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad, _ = SoftmaxCrossEntropy.backward(ctx, grad_output)
+        return grad, torch.zeros_like(ctx.saved_tensors[1])
+
+
+class SceInPlace(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        scores.sub_(scores.max(dim=1, keepdim=True).values)
+        return SoftmaxCrossEntropy.forward(ctx, scores, targets)
+
+
+@pytest.mark.parametrize(
+    ("fn", "item", "says"),
+    [
+        (SceIgnoresUpstream, "dscores", "grad_output is ignored"),
+        (SceNaive, "logits of magnitude 1000", "NaN"),
+        (SceSum, "dscores", "missing 1/N"),
+        (SceTargetsGrad, "direct backward", "must be None"),
+    ],
+)
+def test_sce_wrong(fn, item, says):
+    _assert_wrong(checks.SOFTMAX_CROSS_ENTROPY_FUNCTION, fn, item=item, says=says)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 6: LegendrePolynomial3 and the fit
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_legendre_reference_full(capfd):
+    _assert_full(checks.LEGENDRE, LegendrePolynomial3, capfd=capfd)
+
+
+def test_legendre_blank_zero():
+    assert _run(checks.LEGENDRE, Blank)[1].score == 0.0
+
+
+class LegendreNoHalf(LegendrePolynomial3):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return 5 * input**3 - 3 * input
+
+
+class LegendreIgnoresUpstream(LegendrePolynomial3):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return 1.5 * (5 * input**2 - 1)
+
+
+class LegendreWrongDerivative(LegendrePolynomial3):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return grad_output * 0.5 * (5 * input**2 - 3)
+
+
+class LegendreInPlace(LegendrePolynomial3):
+    """Scales grad_output in place: fine for a fresh upstream tensor, an error for y.sum()'s."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return grad_output.mul_(1.5 * (5 * input**2 - 1))
+
+
+class LegendreKeepdim(LegendrePolynomial3):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return (grad_output * 1.5 * (5 * input**2 - 1)).unsqueeze(0)
+
+
+@pytest.mark.parametrize(
+    ("fn", "item", "says"),
+    [
+        (LegendreNoHalf, "y", "factor 0.5 is missing"),
+        (LegendreIgnoresUpstream, "dx", "grad_output is ignored"),
+        (LegendreWrongDerivative, "dx", "15x^2"),
+        (LegendreKeepdim, "direct backward", "shape (1, 7)"),
+        (LegendreInPlace, "dx of y.sum()", "more than one element"),
+    ],
+)
+def test_legendre_wrong(fn, item, says):
+    _assert_wrong(checks.LEGENDRE, fn, item=item, says=says)
+
+
+def test_fit_reference_full(capfd):
+    _assert_full(checks.FIT_LEGENDRE, fit_legendre, capfd=capfd)
+
+
+def test_fit_blank_zero():
+    assert _run(checks.FIT_LEGENDRE, blank_fit)[1].score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("fit", "item", "says"),
+    [
+        (lambda x, y: fit_legendre(x, y, mean=True), "reaches", "sum (not the mean)"),
+        (lambda x, y: fit_legendre(x, y, steps=50), "reaches", "the tutorial's loop reaches"),
+        (lambda x, y: fit_legendre(x, y, lr=-5e-6, steps=20), "loss went down", "p -= lr"),
+        (lambda x, y: fit_legendre(x, y, lr=-5e-6), "returns", "diverged"),
+        (lambda x, y: fit_legendre(x, y, P3=LegendreWrongDerivative), "reaches", "tutorial"),
+        (lambda x, y: (0.0, -1.0, 0.0), "returns", "(a, b, c, d)"),
+    ],
+)
+def test_fit_wrong(fit, item, says):
+    _assert_wrong(checks.FIT_LEGENDRE, fit, item=item, says=says)
+
+
+def test_fit_target_is_the_tutorial_loss():
+    """The stated target: the tutorial's loop on y = sin(x) reaches a sum of squared errors of about 8.94."""
+    assert math.isclose(checks._reference_fit_loss(0), 8.943, rel_tol=1e-3)
+
+
+def test_numbers_are_float64():
+    assert np.asarray(checks.fit_legendre_data(0)[1]).dtype == np.float64
+
+
+def test_reference_fit_matches_autograd():
+    """The numpy reference loop takes the same steps as the tutorial's autograd loop."""
+    from autograder import reference
+
+    x, y = checks.fit_legendre_data(3)
+    ref = reference.legendre_fit(x, y, checks.FIT_INIT, checks.FIT_LR, 300)
+    mine = fit_legendre(torch.from_numpy(x), torch.from_numpy(y), steps=300)
+    np.testing.assert_allclose(ref["params"], mine, rtol=1e-9, atol=1e-12)

@@ -1,0 +1,785 @@
+"""The checks of notebook 04 give full points to the reference, zero to a blank answer, and fewer
+points, with feedback that names the tensor and the mistake, to realistic wrong answers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autograder import evidence as evidence_json
+from autograder.checks import custom_functions as checks
+from autograder.checks.core import Check
+from autograder.report import Report
+from utils.data import make_spiral
+
+# ---------------------------------------------------------------------------------------------------
+# Reference answers (the notebook's solutions) and blanks
+# ---------------------------------------------------------------------------------------------------
+
+
+class MulConstant(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, constant):
+        ctx.constant = constant
+        return x * constant
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant, None
+
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        result = x.exp()
+        ctx.save_for_backward(result)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (result,) = ctx.saved_tensors
+        return grad_output * result
+
+
+class MyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x > 0)
+
+
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        if bias is not None:
+            output = output + bias
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gi = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gi = grad_output.mm(weight)
+        if ctx.needs_input_grad[1]:
+            gw = grad_output.t().mm(input)
+        if bias is not None and ctx.needs_input_grad[2]:
+            gb = grad_output.sum(0)
+        return gi, gw, gb
+
+
+def backward_by_hand(function, x, W, b, grad):
+    out = function.apply(x, W, b)
+    return tuple(out.grad_fn.apply(grad))
+
+
+def max_jacobian_error(fn, inputs, eps=1e-6, *, centred=True, cast=None):
+    if cast is not None:
+        inputs = tuple(t.detach().to(cast).requires_grad_(True) for t in inputs)
+    out = fn(*inputs)
+    m = out.numel()
+    worst = 0.0
+    for k, t in enumerate(inputs):
+        analytical = torch.zeros(m, t.numel(), dtype=t.dtype)
+        for i in range(m):
+            one_hot = torch.zeros(m, dtype=out.dtype)
+            one_hot[i] = 1.0
+            (row,) = torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)
+            analytical[i] = row.reshape(-1)
+        numerical = torch.zeros_like(analytical)
+        with torch.no_grad():
+            values = [s.detach().clone() for s in inputs]
+            flat = values[k].view(-1)
+            for j in range(t.numel()):
+                old = flat[j].item()
+                flat[j] = old + eps
+                plus = fn(*values).reshape(-1)
+                flat[j] = old - eps if centred else old
+                minus = fn(*values).reshape(-1)
+                flat[j] = old
+                numerical[:, j] = (plus - minus) / ((2 if centred else 1) * eps)
+        worst = max(worst, (analytical - numerical).abs().max().item())
+    return worst
+
+
+class Linear(nn.Module):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_features))
+        else:
+            self.register_parameter("bias", None)
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(in_features)
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        return LinearFunction.apply(x, self.weight, self.bias)
+
+
+def train_spiral(linear_cls, seed=0, steps=30, hidden=32, lr=1.0, *, seed_first=True):
+    X, y = make_spiral(seed=seed)
+    X, y = torch.tensor(X), torch.tensor(y)
+    if seed_first:
+        torch.manual_seed(seed)
+    model = nn.Sequential(linear_cls(2, hidden), nn.ReLU(), linear_cls(hidden, 3)).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(X), y)
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return losses
+
+
+class BlankFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        raise NotImplementedError()
+
+
+class BlankLinear(nn.Module):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        raise NotImplementedError()
+
+    def forward(self, x):
+        raise NotImplementedError()
+
+
+def blank(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------
+
+
+def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
+    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
+    that grading the decoded evidence gives the same report as grading the original."""
+    evidence = check.collect(*learner, seed=seed)
+    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
+    assert report == check.grade(evidence)
+    return report
+
+
+def item(report: Report, name: str):
+    matches = [i for i in report.items if i.name == name]
+    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
+    return matches[0]
+
+
+def failed(report: Report) -> set[str]:
+    return {i.name for i in report.items if not i.passed}
+
+
+REFERENCE = [
+    (checks.check_mul_constant, (MulConstant,), 1.0),
+    (checks.check_exp, (Exp,), 1.0),
+    (checks.check_my_relu, (MyReLU,), 1.0),
+    (checks.check_linear_function, (LinearFunction,), 6.0),
+    (checks.check_backward_by_hand, (backward_by_hand,), 2.0),
+    (checks.check_max_jacobian_error, (max_jacobian_error,), 2.0),
+    (checks.check_linear_module, (Linear,), 2.0),
+    (checks.check_train_spiral, (train_spiral, Linear), 2.0),
+]
+BLANK = [
+    (checks.check_mul_constant, (BlankFunction,)),
+    (checks.check_exp, (BlankFunction,)),
+    (checks.check_my_relu, (BlankFunction,)),
+    (checks.check_linear_function, (BlankFunction,)),
+    (checks.check_backward_by_hand, (blank,)),
+    (checks.check_max_jacobian_error, (blank,)),
+    (checks.check_linear_module, (BlankLinear,)),
+    (checks.check_train_spiral, (blank, BlankLinear)),
+]
+
+
+@pytest.mark.parametrize(("check", "learner", "points"), REFERENCE, ids=lambda v: getattr(v, "__name__", ""))
+def test_reference_scores_full_points_silently(check, learner, points, capfd) -> None:
+    for seed in (0, 7):
+        assert check(*learner, seed=seed) == points
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert "note:" not in out
+
+
+@pytest.mark.parametrize(("check", "learner"), BLANK, ids=lambda v: getattr(v, "__name__", ""))
+def test_blank_scores_zero(check, learner, capfd) -> None:
+    assert check(*learner) == 0.0
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert "not implemented yet" in out
+
+
+def test_train_spiral_with_blank_linear_only_scores_zero_on_linear_items() -> None:
+    # the student's untouched notebook: train_spiral written, Linear not yet
+    report = grade(checks.TRAIN_SPIRAL, train_spiral, BlankLinear)
+    assert failed(report) == {"losses", "same as nn.Linear"}
+    assert "your Linear is not implemented yet" in item(report, "losses").message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 1: MulConstant, Exp, MyReLU
+# ---------------------------------------------------------------------------------------------------
+
+
+class MulConstantGradForConstant(MulConstant):
+    """Returns a tensor as the constant's gradient."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant, torch.zeros(())
+
+
+class MulConstantTooFew(MulConstant):
+    """Returns only the tensor's gradient: one value for two inputs."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant
+
+
+class MulConstantTensorOnCtx(torch.autograd.Function):
+    """Keeps x on ctx and recomputes nothing, but stores a tensor as an attribute."""
+
+    @staticmethod
+    def forward(ctx, x, constant):
+        ctx.x = x
+        ctx.constant = constant
+        return x * constant
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant, None
+
+
+class MulConstantIgnoresUpstream(MulConstant):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.full_like(grad_output, ctx.constant), None
+
+
+def test_mul_constant_mistakes() -> None:
+    report = grade(checks.MUL_CONSTANT, MulConstantGradForConstant)
+    assert report.score < 1.0
+    assert "grad_constant should be None" in item(report, "backward called directly").message
+    assert "through autograd" in failed(report)
+
+    report = grade(checks.MUL_CONSTANT, MulConstantTooFew)
+    assert report.score < 1.0
+    assert "returned 1 value(s) for the 2 inputs" in item(report, "backward called directly").message
+
+    report = grade(checks.MUL_CONSTANT, MulConstantTensorOnCtx)
+    assert failed(report) == {"tensors via save_for_backward"}
+    assert "ctx.x" in item(report, "tensors via save_for_backward").message
+
+    report = grade(checks.MUL_CONSTANT, MulConstantIgnoresUpstream)
+    assert report.score < 0.5
+    assert "grad_output is ignored" in item(report, "backward called directly").message
+
+
+class ExpSavesInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * x.exp()
+
+
+class ExpOutputOnCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.result = x.exp()
+        return ctx.result
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.result
+
+
+class ExpInPlace(Exp):
+    """Multiplies grad_output in place: changes the caller's tensor, fails on .sum()'s expanded one."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (result,) = ctx.saved_tensors
+        return grad_output.mul_(result)
+
+
+class ExpUsesSavedInput(Exp):
+    """Saves the output but multiplies by x: the derivative in terms of the wrong tensor."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * x
+
+
+def test_exp_mistakes() -> None:
+    report = grade(checks.EXP, ExpSavesInput)
+    assert failed(report) == {"saves its output"}
+    assert "saved its input x" in item(report, "saves its output").message
+
+    report = grade(checks.EXP, ExpOutputOnCtx)
+    assert failed(report) == {"saves its output"}
+    assert "ctx.result" in item(report, "saves its output").message
+
+    report = grade(checks.EXP, ExpInPlace)
+    assert "through autograd" in failed(report)
+    assert "inputs unchanged" in failed(report)
+    assert "grad_output was changed in place" in item(report, "inputs unchanged").message
+
+    report = grade(checks.EXP, ExpUsesSavedInput)
+    assert report.score < 0.5
+    assert "saved input used where the output belongs" in item(report, "backward called directly").message
+
+
+class ReLUAtZeroIsOne(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x >= 0)
+
+
+class ReLUInPlace(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x <= 0] = 0
+        return grad_output
+
+
+class ReLUMaskOnCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mask = x > 0
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.mask
+
+
+def test_my_relu_mistakes() -> None:
+    report = grade(checks.MY_RELU, ReLUAtZeroIsOne)
+    assert failed(report) == {"gradient 0 at x == 0"}
+    assert "gradient 1 at x == 0" in item(report, "gradient 0 at x == 0").message
+
+    report = grade(checks.MY_RELU, ReLUInPlace)
+    assert {"through autograd", "inputs unchanged"} <= failed(report)
+    assert "in-place write into grad_output" in item(report, "through autograd").message
+
+    report = grade(checks.MY_RELU, ReLUMaskOnCtx)
+    assert failed(report) == {"tensors via save_for_backward"}
+    assert "ctx.mask" in item(report, "tensors via save_for_backward").message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 2: LinearFunction
+# ---------------------------------------------------------------------------------------------------
+
+
+class BiasNotSummed(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        return gi, gw, (grad_output if gb is not None else None)
+
+
+class WeightTransposed(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gi, _, gb = LinearFunction.backward(ctx, grad_output)
+        gw = input.t().mm(grad_output) if ctx.needs_input_grad[1] else None
+        return gi, gw, gb
+
+
+class IgnoresNeedsInputGrad(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gb = grad_output.sum(0) if bias is not None else None
+        return grad_output.mm(weight), grad_output.t().mm(input), gb
+
+
+class TooFewGradients(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        return grad_output.mm(weight), grad_output.t().mm(input)
+
+
+class BiasCrashesOnNone(LinearFunction):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        return input.mm(weight.t()) + bias
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        return grad_output.mm(weight), grad_output.t().mm(input), grad_output.sum(0)
+
+
+class ForgetsTranspose(LinearFunction):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight)
+        return output if bias is None else output + bias
+
+
+class TensorsOnCtx(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.input, ctx.weight, ctx.has_bias = input, weight, bias is not None
+        output = input.mm(weight.t())
+        return output if bias is None else output + bias
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi = grad_output.mm(ctx.weight) if ctx.needs_input_grad[0] else None
+        gw = grad_output.t().mm(ctx.input) if ctx.needs_input_grad[1] else None
+        gb = grad_output.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return gi, gw, gb
+
+
+class BiasGatedOnWrongEntry(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gi, gw, _ = LinearFunction.backward(ctx, grad_output)
+        gb = grad_output.sum(0) if bias is not None and ctx.needs_input_grad[1] else None
+        return gi, gw, gb
+
+
+def test_bias_not_summed_passes_autograd_but_loses_grad_bias() -> None:
+    # CHECKS.md item 8: autograd sum-reduces the (N, out) bias gradient, so .backward() and the
+    # Jacobian agree with the reference; only backward called directly sees the wrong shape.
+    report = grade(checks.LINEAR_FUNCTION, BiasNotSummed)
+    assert item(report, "through autograd").passed
+    assert not item(report, "grad_bias").passed
+    message = item(report, "grad_bias").message
+    assert "grad_bias has shape (4, 5), expected (5,)" in message
+    assert "without .sum(0)" in message
+    assert report.score < 6.0
+
+
+def test_weight_transposed() -> None:
+    report = grade(checks.LINEAR_FUNCTION, WeightTransposed)
+    assert {"grad_weight", "through autograd", "mixed requires_grad"} <= failed(report)
+    assert "grad_weight has shape (3, 5), expected (5, 3)" in item(report, "grad_weight").message
+    assert "transposed" in item(report, "grad_weight").message
+    assert item(report, "grad_input").passed and item(report, "grad_bias").passed
+
+
+def test_ignoring_needs_input_grad_loses_only_that_item() -> None:
+    report = grade(checks.LINEAR_FUNCTION, IgnoresNeedsInputGrad)
+    assert failed(report) == {"needs_input_grad"}
+    assert "ctx.needs_input_grad" in item(report, "needs_input_grad").message
+    assert 5.0 < report.score < 6.0
+
+
+def test_too_few_gradients() -> None:
+    report = grade(checks.LINEAR_FUNCTION, TooFewGradients)
+    assert item(report, "grad_input").passed and item(report, "grad_weight").passed
+    assert "grad_bias is missing" in item(report, "grad_bias").message
+    assert "incorrect number of gradients" in item(report, "through autograd").message
+    assert report.score < 4.0
+
+
+def test_bias_crashing_with_none() -> None:
+    report = grade(checks.LINEAR_FUNCTION, BiasCrashesOnNone)
+    assert "no bias" in failed(report)
+    assert "apply(x, W)" in item(report, "no bias").message
+    assert "TypeError" in item(report, "no bias").message or "NoneType" in item(report, "no bias").message
+
+
+def test_forgetting_the_transpose_in_forward() -> None:
+    report = grade(checks.LINEAR_FUNCTION, ForgetsTranspose)
+    assert report.score == 0.0
+    assert "LinearFunction.apply raised RuntimeError" in item(report, "forward").message
+
+
+def test_tensors_on_ctx_attributes() -> None:
+    # gradcheck and every gradient pass: only the look inside ctx tells
+    report = grade(checks.LINEAR_FUNCTION, TensorsOnCtx)
+    assert failed(report) == {"tensors via save_for_backward"}
+    assert "ctx.input, ctx.weight" in item(report, "tensors via save_for_backward").message
+
+
+def test_bias_gated_on_the_wrong_entry_of_needs_input_grad() -> None:
+    report = grade(checks.LINEAR_FUNCTION, BiasGatedOnWrongEntry)
+    assert {"mixed requires_grad", "needs_input_grad"} <= failed(report)
+    assert "only bias requires grad" in item(report, "mixed requires_grad").message
+
+
+def test_linear_function_jacobian_evidence_is_float64() -> None:
+    evidence = checks.LINEAR_FUNCTION.collect(LinearFunction, seed=0)
+    jac = evidence["cases"][checks.MAIN]["jacobian"]
+    assert {k: v.shape for k, v in jac.items()} == {"x": (20, 12), "W": (20, 15), "b": (20, 5)}
+    assert all(v.dtype == np.float64 for v in jac.values())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 3: backward_by_hand
+# ---------------------------------------------------------------------------------------------------
+
+
+def by_hand_through_engine(function, x, W, b, grad):
+    """Runs the whole engine and returns what it leaves in .grad."""
+    out = function.apply(x, W, b)
+    out.backward(grad)
+    return x.grad, W.grad, None if b is None else b.grad
+
+
+def by_hand_autograd_grad(function, x, W, b, grad):
+    out = function.apply(x, W, b)
+    wanted = [t for t in (x, W, b) if t is not None and t.requires_grad]
+    grads = iter(torch.autograd.grad(out, wanted, grad))
+    return tuple(next(grads) if t is not None and t.requires_grad else None for t in (x, W, b))
+
+
+def by_hand_first_only(function, x, W, b, grad):
+    out = function.apply(x, W, b)
+    return out.grad_fn.apply(grad)[0]
+
+
+def by_hand_ignores_function(function, x, W, b, grad):
+    out = LinearFunction.apply(x, W, b)
+    return tuple(out.grad_fn.apply(grad))
+
+
+def test_backward_by_hand_mistakes() -> None:
+    report = grade(checks.BACKWARD_BY_HAND, by_hand_through_engine)
+    assert {"what grad_fn.apply returns", "no side effects"} <= failed(report)
+    assert "grad_bias has shape (5,), expected (4, 5)" in item(report, "what grad_fn.apply returns").message
+    assert "summed over the batch" in item(report, "what grad_fn.apply returns").message
+    assert ".grad was filled in" in item(report, "no side effects").message
+
+    report = grade(checks.BACKWARD_BY_HAND, by_hand_autograd_grad)
+    assert failed(report) == {"what grad_fn.apply returns"}
+
+    report = grade(checks.BACKWARD_BY_HAND, by_hand_first_only)
+    assert "one entry per input" in failed(report)
+    assert report.score <= 1.0
+
+    report = grade(checks.BACKWARD_BY_HAND, by_hand_ignores_function)
+    assert "what grad_fn.apply returns" in failed(report)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 4: max_jacobian_error
+# ---------------------------------------------------------------------------------------------------
+
+
+def jacobian_forward_differences(fn, inputs, eps=1e-6):
+    return max_jacobian_error(fn, inputs, eps, centred=False)
+
+
+def jacobian_always_float64(fn, inputs, eps=1e-6):
+    return max_jacobian_error(fn, inputs, eps, cast=torch.float64)
+
+
+def jacobian_gradcheck_bool(fn, inputs, eps=1e-6):
+    return torch.autograd.gradcheck(fn, inputs, raise_exception=False)
+
+
+def jacobian_first_input_transposed(fn, inputs, eps=1e-6):
+    """Compares the analytical Jacobian with the transpose of the numerical one."""
+    out = fn(*inputs)
+    t = inputs[0]
+    rows = []
+    for i in range(out.numel()):
+        one_hot = torch.zeros(out.numel(), dtype=out.dtype)
+        one_hot[i] = 1.0
+        rows.append(torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)[0].reshape(-1))
+    analytical = torch.stack(rows)
+    return float((analytical.sum() - analytical.t().sum()).abs() + analytical.abs().max())
+
+
+def test_max_jacobian_error_mistakes() -> None:
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_forward_differences)
+    assert failed(report) == {"float64: small"}
+    assert "forward differences" in item(report, "float64: small").message
+
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_always_float64)
+    assert failed(report) == {"float32: large"}
+    assert "converted to float64" in item(report, "float32: large").message
+
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_gradcheck_bool)
+    assert report.score == 0.0
+    assert "expected one number" in item(report, "float64: small").message
+
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_first_input_transposed)
+    assert report.score < 2.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 5: Linear and train_spiral
+# ---------------------------------------------------------------------------------------------------
+
+
+class LinearRandn(Linear):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__(in_features, out_features, bias)
+        with torch.no_grad():
+            self.weight.copy_(torch.randn(out_features, in_features))
+
+
+class LinearBiasFirst(nn.Module):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        bound = 1 / math.sqrt(in_features)
+        self.bias = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound)) if bias else None
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+
+    def forward(self, x):
+        return LinearFunction.apply(x, self.weight, self.bias)
+
+
+class LinearPlainTensors(nn.Module):
+    """Keeps weight and bias as plain tensors: nothing registered, .double() does not convert them."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        ref = Linear(in_features, out_features, bias)
+        self.w = ref.weight.detach().clone().requires_grad_(True)
+        self.b = None if ref.bias is None else ref.bias.detach().clone().requires_grad_(True)
+
+    def forward(self, x):
+        return LinearFunction.apply(x, self.w.to(x.dtype), None if self.b is None else self.b.to(x.dtype))
+
+
+class LinearWithoutFunction(Linear):
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
+def test_linear_module_mistakes() -> None:
+    report = grade(checks.LINEAR_MODULE, LinearRandn)
+    assert failed(report) == {"initialised like nn.Linear"}
+    assert "weight of Linear(3, 5)" in item(report, "initialised like nn.Linear").message
+
+    report = grade(checks.LINEAR_MODULE, LinearBiasFirst)
+    assert "initialised like nn.Linear" in failed(report)
+    assert "the bias drawn before the weight" in item(report, "initialised like nn.Linear").message
+
+    report = grade(checks.LINEAR_MODULE, LinearPlainTensors)
+    assert "parameters registered" in failed(report)
+    assert "nn.Parameter" in item(report, "parameters registered").message
+    assert report.score < 1.0
+
+    report = grade(checks.LINEAR_MODULE, LinearWithoutFunction)
+    assert failed(report) == {"uses LinearFunction"}
+    assert "AddmmBackward0" in item(report, "uses LinearFunction").message
+
+
+def train_spiral_ignores_class(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    return train_spiral(nn.Linear, seed, steps, hidden, lr)
+
+
+def train_spiral_seeded_late(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    return train_spiral(linear_cls, seed, steps, hidden, lr, seed_first=False)
+
+
+def train_spiral_own_lr(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    return train_spiral(linear_cls, seed, steps, hidden, 0.1)
+
+
+class LinearWrongBiasGradient(Linear):
+    def forward(self, x):
+        return BiasGatedOnWrongEntry.apply(x, self.weight, self.bias) * 1.0 + 0.0 * self.bias.sum()
+
+
+class LinearScaledGradient(Linear):
+    def forward(self, x):
+        return WeightTwice.apply(x, self.weight, self.bias)
+
+
+class WeightTwice(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        return gi, 2 * gw, gb
+
+
+def test_train_spiral_mistakes() -> None:
+    report = grade(checks.TRAIN_SPIRAL, train_spiral_ignores_class, Linear)
+    assert failed(report) == {"same as nn.Linear"}
+    assert "it made 0" in item(report, "same as nn.Linear").message
+
+    report = grade(checks.TRAIN_SPIRAL, train_spiral_seeded_late, Linear)
+    assert "follows the recipe" in failed(report)
+
+    report = grade(checks.TRAIN_SPIRAL, train_spiral_own_lr, Linear)
+    assert failed(report) == {"follows the recipe"}
+
+    report = grade(checks.TRAIN_SPIRAL, train_spiral, LinearScaledGradient)
+    assert failed(report) == {"same as nn.Linear"}
+    assert "part at step 1" in item(report, "same as nn.Linear").message
+
+    report = grade(checks.TRAIN_SPIRAL, train_spiral, LinearRandn)
+    assert "part at step 0" in item(report, "same as nn.Linear").message
+
+
+def test_checks_do_not_disturb_the_global_torch_seed() -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    checks.collect_linear_module(Linear, seed=0)
+    checks.collect_train_spiral(train_spiral, Linear, seed=0)
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize(
+    ("check", "learner", "points"),
+    [
+        (checks.MUL_CONSTANT, (MulConstant,), 1.0),
+        (checks.EXP, (Exp,), 1.0),
+        (checks.MY_RELU, (MyReLU,), 1.0),
+        (checks.LINEAR_FUNCTION, (LinearFunction,), 6.0),
+        (checks.BACKWARD_BY_HAND, (backward_by_hand,), 2.0),
+        (checks.MAX_JACOBIAN_ERROR, (max_jacobian_error,), 2.0),
+        (checks.LINEAR_MODULE, (Linear,), 2.0),
+        (checks.TRAIN_SPIRAL, (train_spiral, Linear), 2.0),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
+def test_reference_evidence_survives_json_and_grades_identically(check, learner, points) -> None:
+    assert grade(check, *learner, seed=3).score == points
