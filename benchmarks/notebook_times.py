@@ -27,7 +27,11 @@ def time_notebook(path: Path) -> tuple[float, float]:
     """(kernel start-up, cell execution) seconds for one run of the notebook at ``path``."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     start = time.perf_counter()
     with client.setup_kernel():
