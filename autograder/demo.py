@@ -8,7 +8,9 @@ student and assignment into ``build/demo/inbox`` as a learning-management system
 * ``ada`` submits the reference solutions: full marks;
 * ``blake`` submits the untouched student versions: zero;
 * ``casey`` makes realistic mistakes (a transposed weight gradient, a sum where the mean belongs,
-  the ReLU gradient at 0, an unstable softmax): partial credit, with feedback naming them;
+  the ReLU gradient at 0, an unstable softmax, a ``LinearFunction`` bias gradient left unsummed,
+  which ``.backward()`` and ``gradcheck`` would both let through): partial credit, with feedback
+  naming each;
 * ``dana`` leaves a loop that ignores interrupts in her notebook: the cells before it keep their points;
 * ``eve`` crashes her kernel with a segmentation fault: likewise;
 * ``mallory`` submits blank answers and replaces the comparison functions and the checkers with
@@ -50,6 +52,22 @@ MISTAKES: dict[str, str] = {
         "def relu_backward(dout, cache):\n"
         "    x = cache\n"
         "    return dout * (x >= 0)  # gradient 1 at exactly 0\n"
+    ),
+    "linear_function": (
+        "import torch\n"
+        "class LinearFunction(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, input, weight, bias=None):\n"
+        "        ctx.save_for_backward(input, weight, bias)\n"
+        "        output = input.mm(weight.t())\n"
+        "        return output if bias is None else output + bias\n"
+        "\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad_output):\n"
+        "        input, weight, bias = ctx.saved_tensors\n"
+        "        # not summed over the batch: .backward() and gradcheck hide it, the check does not\n"
+        "        grad_bias = grad_output if bias is not None else None\n"
+        "        return grad_output.mm(weight), grad_output.t().mm(input), grad_bias\n"
     ),
     "softmax_cross_entropy": (
         "import numpy as np\n"

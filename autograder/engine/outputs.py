@@ -220,7 +220,12 @@ def table(outcomes: list[Outcome]) -> str:
             cells.append("-" if o is None else f"{o.score:g} / {o.max_score:g}")
         total = sum(o.score for o in row.values())
         maximum = sum(o.max_score for o in row.values())
-        notes = "; ".join(f"{o.assignment}: {o.reason}" for o in row.values() if o.reason)
+        stopped = [o for o in row.values() if o.reason]
+        notes = ""
+        if stopped:
+            first = stopped[0].reason.split(", and was stopped")[0].split(" (in cell")[0]
+            where = stopped[0].assignment if len(stopped) == 1 else f"{len(stopped)} notebooks"
+            notes = f"stopped early ({where}): {first}" + ("; see the summary" if len(stopped) > 1 else "")
         out.append([student, *cells, f"{total:g} / {maximum:g}", notes])
     widths = [max(len(r[i]) for r in out) for i in range(len(header) - 1)]
     return "\n".join(
