@@ -3,16 +3,12 @@ points, with feedback that names the mistake, to realistic wrong answers."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 import torch.nn.functional as F
+from check_helpers import blank, failed, grade, item
 
-from autograder import evidence as evidence_json
 from autograder.checks import autograd_graph as checks
-from autograder.checks.core import Check
-from autograder.report import Report
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -84,34 +80,6 @@ def sgd_step_optim(params, lr):
     optimizer = torch.optim.SGD(params, lr=lr)
     optimizer.step()
     optimizer.zero_grad()
-
-
-def blank(*args, **kwargs):
-    raise NotImplementedError()
-
-
-# ---------------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------------
-
-
-def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
-    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
-    that grading the decoded evidence gives the same report as grading the original."""
-    evidence = check.collect(*learner, seed=seed)
-    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
-    assert report == check.grade(evidence)
-    return report
-
-
-def item(report: Report, name: str):
-    matches = [i for i in report.items if i.name == name]
-    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
-    return matches[0]
-
-
-def failed(report: Report) -> set[str]:
-    return {i.name for i in report.items if not i.passed}
 
 
 REFERENCE_RUNS = {

@@ -4,18 +4,15 @@ points, with feedback that names the tensor and the mistake, to realistic wrong 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from check_helpers import blank, failed, grade, item
 from torch import nn
 
-from autograder import evidence as evidence_json
 from autograder.checks import custom_functions as checks
-from autograder.checks.core import Check
-from autograder.report import Report
 from utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
@@ -166,34 +163,6 @@ class BlankLinear(nn.Module):
 
     def forward(self, x):
         raise NotImplementedError()
-
-
-def blank(*args, **kwargs):
-    raise NotImplementedError()
-
-
-# ---------------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------------
-
-
-def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
-    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
-    that grading the decoded evidence gives the same report as grading the original."""
-    evidence = check.collect(*learner, seed=seed)
-    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
-    assert report == check.grade(evidence)
-    return report
-
-
-def item(report: Report, name: str):
-    matches = [i for i in report.items if i.name == name]
-    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
-    return matches[0]
-
-
-def failed(report: Report) -> set[str]:
-    return {i.name for i in report.items if not i.passed}
 
 
 REFERENCE = [

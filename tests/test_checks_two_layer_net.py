@@ -3,15 +3,11 @@ points, with feedback that names the mistake, to realistic wrong answers."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
+from check_helpers import blank, failed, grade, item
 
-from autograder import evidence as evidence_json
 from autograder.checks import two_layer_net as checks
-from autograder.checks.core import Check
-from autograder.report import Report
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -104,34 +100,6 @@ def _train(X, y, *, net=two_layer_net, hidden=100, lr=1.0, reg=1e-3, steps=500, 
 
 def train_two_layer_net(X, y, hidden=100, lr=1.0, reg=1e-3, steps=500, seed=0):
     return _train(X, y, hidden=hidden, lr=lr, reg=reg, steps=steps, seed=seed)
-
-
-def blank(*args, **kwargs):
-    raise NotImplementedError()
-
-
-# ---------------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------------
-
-
-def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
-    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
-    that grading the decoded evidence gives the same report as grading the original."""
-    evidence = check.collect(*learner, seed=seed)
-    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
-    assert report == check.grade(evidence)
-    return report
-
-
-def item(report: Report, name: str):
-    matches = [i for i in report.items if i.name == name]
-    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
-    return matches[0]
-
-
-def failed(report: Report) -> set[str]:
-    return {i.name for i in report.items if not i.passed}
 
 
 ACTIVATIONS = {

@@ -36,9 +36,9 @@ import nbformat
 
 from autograder.build import REPO, Assignment
 from autograder.engine import jail
-from autograder.engine.intake import Rejected, Submission
+from autograder.engine.intake import Submission
 from autograder.engine.prepare import prepare
-from autograder.engine.verdicts import STOP_REASONS, grade_notebook
+from autograder.engine.verdicts import grade_notebook
 
 
 @dataclass
@@ -446,6 +446,3 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
         if isinstance(event, dict):
             events.append(event)
     return events
-
-
-__all__ = ["STOP_REASONS", "Grader", "Limits", "Outcome", "Rejected", "Submission"]

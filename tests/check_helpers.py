@@ -1,0 +1,35 @@
+"""Helpers the check tests share: grade through the engine's JSON round trip, find report items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autograder import evidence as evidence_json
+from autograder.checks.core import Check
+from autograder.report import Item, Report
+
+
+def blank(*args: Any, **kwargs: Any) -> Any:
+    """A learner's untouched stub."""
+    raise NotImplementedError()
+
+
+def grade(check: Check, *learner: Any, seed: int = 0) -> Report:
+    """Collect and grade, passing the evidence through JSON as the grading engine does, and check
+    that grading the decoded evidence gives the same report as grading the original."""
+    evidence = check.collect(*learner, seed=seed)
+    report = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
+    assert report == check.grade(evidence)
+    return report
+
+
+def item(report: Report, name: str) -> Item:
+    """The report's item called ``name``; fails the test when there is none."""
+    matches = [i for i in report.items if i.name == name]
+    assert matches, f"no item {name!r} in {[i.name for i in report.items]}"
+    return matches[0]
+
+
+def failed(report: Report) -> set[str]:
+    """The names of the items that did not pass."""
+    return {i.name for i in report.items if not i.passed}
