@@ -408,3 +408,21 @@ def test_the_check_command_on_an_untouched_course_notebook(tmp_path: Path, capsy
     assert out.startswith("01_linear_layer: 0 / 13 points")
     assert "numerical_gradient is not implemented yet" in out
     assert "seed=7" not in out
+
+
+def test_without_the_zygote_kernels_start_behind_unshare_and_grade_the_same(graded, tmp_path: Path) -> None:
+    """The fallback a runner uses when its zygote cannot start: the same scores, still jailed."""
+    from autograder.build import Assignment
+    from autograder.engine.grade import Grader
+    from autograder.engine.intake import Submission
+
+    _, root = graded
+    assignment = Assignment(ASSIGNMENT, FIXTURE / f"{ASSIGNMENT}.py")
+    grader = Grader(root, [assignment], LIMITS, workers=1, zygote=False)
+    try:
+        for student, expected in (("ada", 7), ("half", 4)):
+            path = root.parent / "inbox" / f"{student}_{ASSIGNMENT}.ipynb"
+            o = grader.grade_one(Submission(f"{student}-unshare", ASSIGNMENT, path, path.name))
+            assert (o.score, o.status, o.jailed) == (expected, "graded", grader.jailed)
+    finally:
+        grader.close()
