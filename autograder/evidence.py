@@ -1,7 +1,7 @@
 """Evidence as JSON: how a check's record leaves the learner's kernel for the trusted grader.
 
 Only plain data crosses: dicts with string keys, lists, strings, numbers, None, numpy arrays of
-numeric or boolean dtype (base64 of their bytes) and :class:`~autograder.checks.core.NotAnArray`.
+numeric or boolean dtype (base64 of their bytes) and :class:`NotAnArray`.
 Decoding never evaluates or unpickles anything, rejects other dtypes, and refuses oversized input,
 because the text comes from code the grader does not trust.
 """
@@ -12,6 +12,7 @@ import base64
 import json
 import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,14 +27,19 @@ MAX_EVIDENCE_BYTES = 8 * 1024 * 1024
 _ALLOWED_KINDS = "biuf"
 
 
+@dataclass(frozen=True)
+class NotAnArray:
+    """Stands in the evidence for a learner value that is not numeric data (a list, a string...)."""
+
+    type_name: str
+
+
 class EvidenceError(ValueError):
     """Evidence that is not well-formed plain data."""
 
 
 def encode(value: Any) -> Any:
     """Turn evidence into JSON-compatible data."""
-    from autograder.checks.core import NotAnArray
-
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in _ALLOWED_KINDS:
             return {"__not_an_array__": f"ndarray of dtype {value.dtype}"}
@@ -59,8 +65,6 @@ def encode(value: Any) -> Any:
 
 def decode(data: Any, depth: int = 0) -> Any:
     """Rebuild evidence from :func:`encode`'s output; raise :class:`EvidenceError` on anything else."""
-    from autograder.checks.core import NotAnArray
-
     if depth > 32:
         raise EvidenceError("evidence nested too deeply")
     if isinstance(data, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from autograder import evidence as evidence_json
-from autograder.checks.core import Check
+from autograder.checks import Check
 from autograder.report import Item, Report
 
 

@@ -12,8 +12,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from autograder import evidence as evidence_json
+from autograder.checks import Check
 from autograder.checks import beyond_basics as checks
-from autograder.checks.core import Check
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -706,7 +706,7 @@ def test_numbers_are_float64():
 
 def test_reference_fit_matches_autograd():
     """The numpy reference loop takes the same steps as the tutorial's autograd loop."""
-    from autograder import reference
+    from autograder.grading import reference
 
     x, y = checks.fit_legendre_data(3)
     ref = reference.legendre_fit(x, y, checks.FIT_INIT, checks.FIT_LR, 300)

@@ -19,7 +19,6 @@ from autograder.checks import (
     check_mse_loss,
     check_numerical_gradient,
 )
-from autograder.checks.core import NotAnArray
 from autograder.checks.linear_layer import (
     FIT_CUBIC_POINTS,
     GRADIENT_SHAPES,
@@ -27,11 +26,12 @@ from autograder.checks.linear_layer import (
     MSE_LOSS_POINTS,
     NUMERICAL_GRADIENT_POINTS,
     cubic_features,
-    forward_difference,
     gradient_inputs,
     numpy_function,
     wavy,
 )
+from autograder.evidence import NotAnArray
+from autograder.grading.linear_layer import forward_difference
 from autograder.report import Report
 from autograder.tolerances import FINITE_DIFFERENCE
 
@@ -257,7 +257,7 @@ def test_test_functions_separate_centred_from_forward_differences() -> None:
     forward differences miss the tolerance by far more than centred ones stay inside it."""
     import torch
 
-    from autograder import reference
+    from autograder.grading import reference
 
     tol = FINITE_DIFFERENCE
     for seed in range(20):

@@ -67,7 +67,7 @@ def test_list_type_names_the_fix() -> None:
 
 
 def test_type_name_recorded_in_evidence_is_used() -> None:
-    from autograder.checks.core import NotAnArray
+    from autograder.evidence import NotAnArray
 
     v = compare("db", NotAnArray("dict"), rand(3))
     assert v.detail == "db is a dict, expected an array of shape (3,)."

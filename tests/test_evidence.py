@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from autograder.checks.core import NotAnArray
-from autograder.checks.linear_layer import collect_linear_layer, grade_linear_layer
-from autograder.evidence import MAX_EVIDENCE_BYTES, EvidenceError, decode, dumps, encode, loads
+from autograder.checks.linear_layer import collect_linear_layer
+from autograder.evidence import MAX_EVIDENCE_BYTES, EvidenceError, NotAnArray, decode, dumps, encode, loads
+from autograder.grading.linear_layer import grade_linear_layer
 
 
 def roundtrip(value):

@@ -7,13 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from autograder.checks.linear_layer import (
-    LINEAR_LAYER,
-    collect_linear_layer,
-    collect_mse_loss,
-    grade_linear_layer,
-    grade_mse_loss,
-)
+from autograder.checks.linear_layer import LINEAR_LAYER, collect_linear_layer, collect_mse_loss
 from autograder.engine.prepare import CheckCall, GradeCell
 from autograder.engine.verdicts import (
     STOP_REASONS,
@@ -25,6 +19,7 @@ from autograder.engine.verdicts import (
     grade_notebook,
 )
 from autograder.evidence import dumps
+from autograder.grading.linear_layer import grade_linear_layer, grade_mse_loss
 
 LINEAR = GradeCell(
     "test_linear_layer", 4.0, (CheckCall("check_linear_layer", 0), CheckCall("check_linear_layer", 7))

@@ -20,19 +20,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder import reference
 from autograder.calling import call
 from autograder.checks.core import (
     Check,
     Evidence,
-    collect_notes,
     freeze,
-    inputs_unchanged_item,
     register,
     run_check,
 )
 from autograder.checks.two_layer_net import PARAM_NAMES, _net_mistakes, call_naming_stubs, net_inputs
 from autograder.compare import Verdict, compare
+from autograder.grading import reference
+from autograder.grading.toolkit import add_notes, inputs_unchanged_item
 from autograder.report import Item, Report
 from autograder.tolerances import LOSS
 
@@ -209,18 +208,12 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
     report.add(_loss_case_item("reg > 0", cases[reg_label], verdicts[reg_label], 1.0))
     report.add(_loss_case_item("N = 1", cases[single], verdicts[single], 0.5))
     report.add(inputs_unchanged_item(cases, originals))
-    collect_notes(report, cases)
+    add_notes(report, cases.values())
     return report
 
 
 TWO_LAYER_LOSS_TORCH = register(
-    Check(
-        "two_layer_loss_torch",
-        "two_layer_loss_torch",
-        LOSS_TORCH_POINTS,
-        collect_two_layer_loss_torch,
-        grade_two_layer_loss_torch,
-    )
+    Check("two_layer_loss_torch", "two_layer_loss_torch", LOSS_TORCH_POINTS, collect_two_layer_loss_torch)
 )
 
 
@@ -434,18 +427,12 @@ def grade_backward_order(evidence: Evidence) -> Report:
             report.add(Item(kind, False, problem))
         else:
             report.add(Item(kind, True, f"a valid order of all {len(names)} nodes"))
-    collect_notes(report, evidence["cases"])
+    add_notes(report, evidence["cases"].values())
     return report
 
 
 BACKWARD_ORDER = register(
-    Check(
-        "backward_order",
-        "backward_order",
-        BACKWARD_ORDER_POINTS,
-        collect_backward_order,
-        grade_backward_order,
-    )
+    Check("backward_order", "backward_order", BACKWARD_ORDER_POINTS, collect_backward_order)
 )
 
 
@@ -663,11 +650,11 @@ def grade_sgd_step(evidence: Evidence) -> Report:
             report.add(Item.from_verdicts("two steps", verdicts))
     report.add(_grads_cleared_item(steps))
     report.add(_leaves_item(steps))
-    collect_notes(report, {str(i): s for i, s in enumerate(steps)})
+    add_notes(report, steps)
     return report
 
 
-SGD_STEP = register(Check("sgd_step", "sgd_step", SGD_STEP_POINTS, collect_sgd_step, grade_sgd_step))
+SGD_STEP = register(Check("sgd_step", "sgd_step", SGD_STEP_POINTS, collect_sgd_step))
 
 
 def check_sgd_step(sgd_step: Any, *, seed: int = 0) -> float:

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder import reference
 from autograder.calling import call
 from autograder.checks.core import Check, Evidence, freeze, register, run_check
 from autograder.compare import Verdict, compare
+from autograder.grading import reference
 from autograder.report import Item, Report
 from autograder.tolerances import LOSS, TRAINING
 
@@ -365,13 +365,7 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
 
 
 LINEAR_FUNCTION_FUNC = register(
-    Check(
-        "linear_function_func",
-        "LinearFunctionFunc",
-        FUNC_POINTS,
-        collect_linear_function_func,
-        grade_linear_function_func,
-    )
+    Check("linear_function_func", "LinearFunctionFunc", FUNC_POINTS, collect_linear_function_func)
 )
 
 
@@ -528,7 +522,6 @@ BATCHED_LINEAR = register(
         "LinearFunction with leading batch dimensions",
         BATCHED_POINTS,
         collect_batched_linear,
-        grade_batched_linear,
     )
 )
 
@@ -732,9 +725,7 @@ def _once_differentiable_item(record: dict[str, Any], v: np.ndarray) -> Item:
 
 
 DOUBLE_BACKWARD = register(
-    Check(
-        "double_backward", "Cube and NumpyCube", DOUBLE_POINTS, collect_double_backward, grade_double_backward
-    )
+    Check("double_backward", "Cube and NumpyCube", DOUBLE_POINTS, collect_double_backward)
 )
 
 
@@ -986,13 +977,7 @@ def _dirty_item(record: dict[str, Any]) -> Item:
 
 
 CTX_FEATURES = register(
-    Check(
-        "ctx_features",
-        "MaxWithIndex, InplaceReLU and SquareAndCube",
-        CTX_POINTS,
-        collect_ctx_features,
-        grade_ctx_features,
-    )
+    Check("ctx_features", "MaxWithIndex, InplaceReLU and SquareAndCube", CTX_POINTS, collect_ctx_features)
 )
 
 
@@ -1134,7 +1119,6 @@ SOFTMAX_CROSS_ENTROPY_FUNCTION = register(
         "SoftmaxCrossEntropy",
         SCE_POINTS,
         collect_softmax_cross_entropy_function,
-        grade_softmax_cross_entropy_function,
     )
 )
 
@@ -1243,9 +1227,7 @@ def grade_legendre(evidence: Evidence) -> Report:
     return report
 
 
-LEGENDRE = register(
-    Check("legendre", "LegendrePolynomial3", LEGENDRE_POINTS, collect_legendre, grade_legendre)
-)
+LEGENDRE = register(Check("legendre", "LegendrePolynomial3", LEGENDRE_POINTS, collect_legendre))
 
 
 def check_legendre(fn_cls: Any, *, seed: int = 0) -> float:
@@ -1358,9 +1340,7 @@ def grade_fit_legendre(evidence: Evidence) -> Report:
     return report
 
 
-FIT_LEGENDRE = register(
-    Check("fit_legendre", "fit_legendre", FIT_LEGENDRE_POINTS, collect_fit_legendre, grade_fit_legendre)
-)
+FIT_LEGENDRE = register(Check("fit_legendre", "fit_legendre", FIT_LEGENDRE_POINTS, collect_fit_legendre))
 
 
 def check_fit_legendre(fit_legendre: Any, *, seed: int = 0) -> float:

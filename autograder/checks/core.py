@@ -1,16 +1,20 @@
-"""What every check shares: evidence, the registry, and running a check from a test cell.
+"""The collect side of every check: what may run in the learner's kernel.
 
-A check has two halves:
+A check has two halves, kept in two packages on either side of the line the grading engine draws:
 
-* ``collect(*learner_functions, seed) -> Evidence`` runs the learner's code on inputs made from
-  ``seed`` and records what came back (outputs, gradients, errors, the inputs after the call) as
-  plain data. This is the only half that runs learner code.
-* ``grade(evidence) -> Report`` remakes the inputs from the seed, computes the reference with
-  PyTorch autograd in float64, and compares. It is a pure function of the evidence, so a verdict
-  can be recomputed outside the learner's kernel.
+* ``collect(*learner_functions, seed) -> Evidence`` (here, in :mod:`autograder.checks`) runs the
+  learner's code on inputs made from ``seed`` and records what came back (outputs, gradients,
+  errors, the inputs after the call) as plain data. It computes no expected answer, and the modules
+  of the numpy notebooks import no PyTorch, so the graded kernel, which can import only this
+  package, learns nothing from it that it could forge.
+* ``grade(evidence) -> Report`` (in :mod:`autograder.grading`) remakes the inputs from the seed,
+  computes the reference with PyTorch autograd in float64, and compares. The grading engine runs it
+  in its own process; the kernel's jail does not contain that package.
 
-A test cell calls :func:`run_check` through a ``check_*`` function, which prints the feedback
-and returns the score as a plain float.
+A check is declared once, as a :class:`Check` here (name, title, points, collect); its grader is
+registered under the same name on the trusted side. A test cell calls :func:`run_check` through a
+``check_*`` function: in a learner's own JupyterLab it prints the feedback and returns the score; in
+the graded kernel the grading half is absent, so it only publishes the evidence.
 """
 
 from __future__ import annotations
@@ -23,17 +27,23 @@ import numpy as np
 
 from autograder.calling import Call, call
 from autograder.compare import as_array
-from autograder.evidence import emit
-from autograder.report import Item, Report
+from autograder.evidence import NotAnArray, emit
 
 Evidence = dict[str, Any]
 
-
-@dataclass(frozen=True)
-class NotAnArray:
-    """Stands in the evidence for a learner value that is not numeric data (a list, a string...)."""
-
-    type_name: str
+__all__ = [
+    "CHECKS",
+    "Check",
+    "all_checks",
+    "Evidence",
+    "NotAnArray",
+    "case_seed",
+    "freeze",
+    "register",
+    "run_check",
+    "run_forward_backward",
+    "unpack",
+]
 
 
 def freeze(value: Any) -> Any:
@@ -46,35 +56,73 @@ def freeze(value: Any) -> Any:
     return np.array(arr, copy=True)
 
 
+def case_seed(seed: int, index: int) -> int:
+    """The seed of a check's ``index``-th case: distinct for every case of every seed below 1000 cases."""
+    return 1000 * seed + index
+
+
 @dataclass(frozen=True)
 class Check:
-    """A registered check: its name, title, points, and its two halves."""
+    """A check, declared once: its name (the evidence's ``check`` key), title, points and collect half.
+
+    ``collect(*learner, seed=...)`` returns the evidence. The grading half is registered under the
+    same name in :mod:`autograder.grading`; :meth:`grade` looks it up there.
+    """
 
     name: str
     title: str
     points: float
     collect: Callable[..., Evidence]
-    grade: Callable[[Evidence], Report]
+
+    def grade(self, evidence: Evidence) -> Any:
+        """The trusted grading half's report on ``evidence`` (importable only outside the graded kernel)."""
+        from autograder.grading import grade
+
+        return grade(self, evidence)
 
 
 CHECKS: dict[str, Check] = {}
 
 
+#: The collect module of each notebook, in course order.
+MODULES = ("linear_layer", "two_layer_net", "autograd_graph", "custom_functions", "beyond_basics")
+
+
+def all_checks() -> dict[str, Check]:
+    """Every declared check, by name (importing every collect module: PyTorch included)."""
+    import importlib
+
+    for module in MODULES:
+        importlib.import_module(f"autograder.checks.{module}")
+    return CHECKS
+
+
 def register(check: Check) -> Check:
-    """Add a check to :data:`CHECKS`, the table the grader looks verdicts up in."""
+    """Add a check to :data:`CHECKS`, the table the grader looks checks up in by name."""
+    if CHECKS.get(check.name, check) is not check:
+        raise ValueError(f"two checks are named {check.name!r}")
     CHECKS[check.name] = check
     return check
+
+
+#: What a test cell prints in the graded kernel, where the grading half is not there to be run.
+RECORDED = "{title}: recorded; the grading engine scores it outside your kernel."
 
 
 def run_check(check: Check, *learner: Any, seed: int = 0) -> float:
     """Collect evidence from the learner's functions, grade it, print the feedback, return the score.
 
-    Under the grading engine the evidence is also published (see :func:`autograder.evidence.emit`)
-    so that the engine can recompute the verdict outside the learner's kernel.
+    Under the grading engine the evidence is published (see :func:`autograder.evidence.emit`) and
+    the engine grades it in its own process; the kernel there has no grading half, and the cell
+    prints a line saying so and ends with 0.
     """
     evidence = check.collect(*learner, seed=seed)
     emit(evidence)
-    report = check.grade(evidence)
+    try:
+        report = check.grade(evidence)
+    except ImportError:
+        print(RECORDED.format(title=check.title))
+        return 0.0
     print(report.render())
     return report.score
 
@@ -131,36 +179,3 @@ def run_forward_backward(
     record["error"] = error
     record["inputs_after"] = {**{k: freeze(v) for k, v in args.items()}, "dout": freeze(dout_arg)}
     return record
-
-
-def inputs_unchanged_item(
-    cases: dict[str, dict[str, Any]], originals: dict[str, dict[str, np.ndarray]], weight: float = 0.5
-) -> Item:
-    """An item that passes when no case's learner code modified the arrays it was given.
-
-    It cannot pass while any case failed to run: a function that raises changes nothing, and
-    must not earn points for it.
-    """
-    for label, record in cases.items():
-        if record.get("error"):
-            return Item("inputs unchanged", False, f"not checked: case {label} did not run", weight)
-    for label, record in cases.items():
-        for key, before in originals[label].items():
-            after = record.get("inputs_after", {}).get(key)
-            if isinstance(after, np.ndarray) and not np.array_equal(after, before, equal_nan=True):
-                return Item(
-                    "inputs unchanged",
-                    False,
-                    f"in case {label}, your code changed its argument {key} in place; work on a copy "
-                    "(e.g. dx = dout.copy() before masking) so the caller's data stays intact.",
-                    weight,
-                )
-    return Item("inputs unchanged", True, "no argument was modified", weight)
-
-
-def collect_notes(report: Report, cases: dict[str, dict[str, Any]]) -> None:
-    """Copy each distinct warning or stderr note from the cases into the report."""
-    for record in cases.values():
-        for note in record.get("notes", []):
-            if note not in report.notes:
-                report.notes.append(note)

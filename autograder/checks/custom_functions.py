@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder import reference
 from autograder.calling import call
 from autograder.checks.core import Check, Evidence, NotAnArray, freeze, register, run_check
 from autograder.compare import Verdict, compare
+from autograder.grading import reference
 from autograder.report import Item, Report
 from autograder.tolerances import FLOAT64, JACOBIAN_FLOAT32, JACOBIAN_FLOAT64
 from utils.data import make_spiral
@@ -674,7 +674,7 @@ def _elementwise_check(kind: str) -> Check:
         return collect_elementwise(kind, fn_cls, seed=seed)
 
     collect.__doc__ = f"Run the learner's {label} on every case and record the results."
-    return register(Check(kind, label, ELEMENTWISE_POINTS, collect, grade_elementwise))
+    return register(Check(kind, label, ELEMENTWISE_POINTS, collect))
 
 
 MUL_CONSTANT = _elementwise_check("mul_constant")
@@ -979,13 +979,7 @@ def grade_linear_function(evidence: Evidence) -> Report:
 
 
 LINEAR_FUNCTION = register(
-    Check(
-        "linear_function",
-        "LinearFunction",
-        LINEAR_FUNCTION_POINTS,
-        collect_linear_function,
-        grade_linear_function,
-    )
+    Check("linear_function", "LinearFunction", LINEAR_FUNCTION_POINTS, collect_linear_function)
 )
 
 
@@ -1192,13 +1186,7 @@ def grade_backward_by_hand(evidence: Evidence) -> Report:
 
 
 BACKWARD_BY_HAND = register(
-    Check(
-        "backward_by_hand",
-        "backward_by_hand",
-        BACKWARD_BY_HAND_POINTS,
-        collect_backward_by_hand,
-        grade_backward_by_hand,
-    )
+    Check("backward_by_hand", "backward_by_hand", BACKWARD_BY_HAND_POINTS, collect_backward_by_hand)
 )
 
 
@@ -1352,13 +1340,7 @@ def grade_max_jacobian_error(evidence: Evidence) -> Report:
 
 
 MAX_JACOBIAN_ERROR = register(
-    Check(
-        "max_jacobian_error",
-        "max_jacobian_error",
-        JACOBIAN_POINTS,
-        collect_max_jacobian_error,
-        grade_max_jacobian_error,
-    )
+    Check("max_jacobian_error", "max_jacobian_error", JACOBIAN_POINTS, collect_max_jacobian_error)
 )
 
 
@@ -1572,9 +1554,7 @@ def grade_linear_module(evidence: Evidence) -> Report:
     return report
 
 
-LINEAR_MODULE = register(
-    Check("linear_module", "Linear", LINEAR_MODULE_POINTS, collect_linear_module, grade_linear_module)
-)
+LINEAR_MODULE = register(Check("linear_module", "Linear", LINEAR_MODULE_POINTS, collect_linear_module))
 
 
 def check_linear_module(Linear: Any, *, seed: int = 0) -> float:
@@ -1746,9 +1726,7 @@ def grade_train_spiral(evidence: Evidence) -> Report:
     return report
 
 
-TRAIN_SPIRAL = register(
-    Check("train_spiral", "train_spiral", TRAIN_SPIRAL_POINTS, collect_train_spiral, grade_train_spiral)
-)
+TRAIN_SPIRAL = register(Check("train_spiral", "train_spiral", TRAIN_SPIRAL_POINTS, collect_train_spiral))
 
 
 def check_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> float:

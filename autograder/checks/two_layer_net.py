@@ -18,21 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from autograder import reference
 from autograder.calling import Call, call
 from autograder.checks.core import (
     Check,
     Evidence,
     NotAnArray,
-    collect_notes,
     freeze,
-    inputs_unchanged_item,
     register,
     run_check,
     run_forward_backward,
     unpack,
 )
 from autograder.compare import Verdict, compare
+from autograder.grading import reference
+from autograder.grading.toolkit import add_notes, inputs_unchanged_item
 from autograder.report import Item, Report
 from autograder.tolerances import LOSS
 from utils.data import make_spiral
@@ -245,7 +244,7 @@ def grade_activation(evidence: Evidence) -> Report:
     ordinary_ok = not cases[main]["error"] and all(v.ok for v in verdicts[main] + verdicts[single])
     report.add(_special_item(kind, cases[special], verdicts[special], ordinary_ok))
     report.add(inputs_unchanged_item(cases, inputs))
-    collect_notes(report, cases)
+    add_notes(report, cases.values())
     return report
 
 
@@ -256,7 +255,6 @@ def _activation_check(kind: str) -> Check:
             f"{kind}_forward and {kind}_backward",
             ACTIVATION_POINTS,
             functools.partial(collect_activation, kind),
-            grade_activation,
         )
     )
 
@@ -401,18 +399,12 @@ def grade_softmax_cross_entropy(evidence: Evidence) -> Report:
     ordinary_ok = not cases[main]["error"] and all(v.ok for v in verdicts[main] + verdicts[single])
     report.add(_large_logits_item(cases[large], verdicts[large], ordinary_ok))
     report.add(inputs_unchanged_item(cases, inputs))
-    collect_notes(report, cases)
+    add_notes(report, cases.values())
     return report
 
 
 SOFTMAX_CROSS_ENTROPY = register(
-    Check(
-        "softmax_cross_entropy",
-        "softmax_cross_entropy",
-        SOFTMAX_POINTS,
-        collect_softmax_cross_entropy,
-        grade_softmax_cross_entropy,
-    )
+    Check("softmax_cross_entropy", "softmax_cross_entropy", SOFTMAX_POINTS, collect_softmax_cross_entropy)
 )
 
 
@@ -631,13 +623,11 @@ def grade_two_layer_net(evidence: Evidence) -> Report:
     report.add(_whole_case_item("reg > 0", cases[reg_label], verdicts[reg_label], 1.0))
     report.add(_whole_case_item("N = 1", cases[single], verdicts[single], 0.5))
     report.add(inputs_unchanged_item(records, originals))
-    collect_notes(report, records)
+    add_notes(report, records.values())
     return report
 
 
-TWO_LAYER_NET = register(
-    Check("two_layer_net", "two_layer_net", TWO_LAYER_NET_POINTS, collect_two_layer_net, grade_two_layer_net)
-)
+TWO_LAYER_NET = register(Check("two_layer_net", "two_layer_net", TWO_LAYER_NET_POINTS, collect_two_layer_net))
 
 
 def check_two_layer_net(two_layer_net: Any, *, seed: int = 0) -> float:
@@ -801,13 +791,7 @@ def _accuracy_hint(accuracy: float) -> str:
 
 
 TRAIN_TWO_LAYER_NET = register(
-    Check(
-        "train_two_layer_net",
-        "train_two_layer_net",
-        TRAINING_POINTS,
-        collect_train_two_layer_net,
-        grade_train_two_layer_net,
-    )
+    Check("train_two_layer_net", "train_two_layer_net", TRAINING_POINTS, collect_train_two_layer_net)
 )
 
 

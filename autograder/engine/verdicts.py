@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograder.checks import CHECKS
+from autograder.checks import all_checks
 from autograder.engine.prepare import GradeCell
 from autograder.evidence import EvidenceError, loads
+from autograder.grading import grade
 from autograder.report import Report
 
 #: How the runner's stop reasons read in feedback.
@@ -63,7 +64,7 @@ class NotebookResult:
 
 def check_for(function: str):
     """The registered check that a ``check_*`` function runs, or None."""
-    return CHECKS.get(function.removeprefix("check_"))
+    return all_checks().get(function.removeprefix("check_"))
 
 
 def describe_stop(end: dict[str, Any]) -> str | None:
@@ -108,7 +109,7 @@ def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) 
         why = f"the test cell raised {error}" if error else "the test cell recorded no result for its check"
         return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {why}")
     try:
-        report = check.grade(matching[-1])
+        report = grade(check, matching[-1])
     except Exception as exc:  # noqa: BLE001 - malformed evidence from the kernel scores 0, with the reason
         return CellResult(
             cell.grade_id, cell.points, 0.0, f"not graded: unusable evidence ({type(exc).__name__})"

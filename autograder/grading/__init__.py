@@ -1,0 +1,69 @@
+"""The trusted half of every check: references and verdicts, run only where learner code does not.
+
+For every check declared in :mod:`autograder.checks`, a module here registers a grader under the
+check's name with :func:`grader`. A grader remakes the check's inputs from the evidence's seed,
+computes the reference (:mod:`autograder.grading.reference`, PyTorch autograd in float64) and
+compares, property by property. The grading engine runs graders in its own process; the jail of a
+graded kernel does not contain this package, so nothing here can be run to forge evidence.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from autograder.checks.core import MODULES as COLLECT_MODULES
+from autograder.checks.core import Check, Evidence, all_checks
+from autograder.report import Report
+
+Grader = Callable[[Evidence], Report]
+
+#: The grader of each check, by the check's name.
+GRADERS: dict[str, Grader] = {}
+
+#: One grading module per notebook, named like its collect module in :mod:`autograder.checks`.
+MODULES = COLLECT_MODULES
+
+
+def grader(check: Check) -> Callable[[Grader], Grader]:
+    """Register the decorated function as the grader of ``check``."""
+
+    def register(function: Grader) -> Grader:
+        if GRADERS.get(check.name, function) is not function:
+            raise ValueError(f"two graders for check {check.name!r}")
+        GRADERS[check.name] = function
+        return function
+
+    return register
+
+
+def report_for(check: Check) -> Report:
+    """An empty report with the check's own title and points: every grader starts from one."""
+    return Report(check.title, check.points)
+
+
+def load() -> dict[str, Grader]:
+    """Import every grading module (once), so that every declared check has its grader."""
+    if not _LOADED:
+        for module in MODULES:
+            importlib.import_module(f"autograder.grading.{module}")
+        missing = set(all_checks()) - set(GRADERS)
+        if missing:  # a check declared without a grader is a bug in the course
+            raise RuntimeError(f"checks without a grader: {sorted(missing)}")
+        _LOADED.append(True)
+    return GRADERS
+
+
+_LOADED: list[bool] = []
+
+
+def grade(check: Check | str, evidence: Evidence) -> Report:
+    """Grade ``evidence`` with the grader registered for ``check`` (a check or its name)."""
+    name = check if isinstance(check, str) else check.name
+    graders = load()
+    if name not in graders:
+        raise KeyError(f"no grader for check {name!r}")
+    return graders[name](evidence)
+
+
+__all__ = ["GRADERS", "grade", "grader", "load", "report_for"]
