@@ -92,7 +92,9 @@ core.run_check = lambda *a, **k: 100.0
 """
 CHEAT_BUILTINS = """
 import builtins
-# Report.score rounds the points earned: rigged, round makes the in-kernel score the full points.
+# The graded kernel has no grading half and its test cells end with 0.0: rig how floats are shown,
+# and builtins, so that the kernel's own record of the cell says full marks.
+get_ipython().display_formatter.formatters["text/plain"].for_type(float, lambda o, p, c: p.text("4.0"))
 builtins.round = lambda *a, **k: 4.0
 """
 CHEAT_SHADOW = """
@@ -284,7 +286,7 @@ def test_restored_test_cells_are_stated(graded) -> None:
 
 
 def test_a_rigged_in_kernel_score_does_not_reach_the_gradebook(graded) -> None:
-    """The builtins cheat does fool the kernel's own printout; the trusted score stays 0."""
+    """The builtins cheat does fool the kernel's own record of the cell; the trusted score stays 0."""
     result, root = graded
     executed = nbformat.read(root / "autograded" / "cheatbuiltins" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", 4)
     cell = next(c for c in executed.cells if c.get("id") == "test_linear_layer")

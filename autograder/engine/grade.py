@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -34,7 +35,7 @@ from typing import Any
 
 import nbformat
 
-from autograder.build import REPO, Assignment
+from autograder.build import Assignment
 from autograder.engine import jail
 from autograder.engine.intake import Submission
 from autograder.engine.prepare import prepare
@@ -98,7 +99,6 @@ class Grader:
         limits: Limits | None = None,
         workers: int | None = None,
         use_jail: bool | None = None,
-        hide: list[Path] | None = None,
         zygote: bool = True,
     ) -> None:
         self.root = course_root
@@ -109,14 +109,11 @@ class Grader:
         self.zygote = zygote
         self.results = course_root / "autograder" / "results"
         self.work = Path(tempfile.mkdtemp(prefix="grading-"))
-        self.hide = [course_root, REPO, self.work, Path(tempfile.gettempdir()), Path("/root"), Path("/home")]
-        self.hide += hide or []
         self._sources: dict[str, tuple[Any, Any]] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
         self._runners: list[RunnerProcess] = []
         self._font_caches: list[Path] | None = None
-        self._uids = 0
 
     def close(self) -> None:
         """Stop the runner processes and remove the scratch folder."""
@@ -184,17 +181,17 @@ class Grader:
         source, release = self._notebooks(sub.assignment)
         submitted = nbformat.read(sub.path, as_version=4)
         prepared = prepare(submitted, source, release)
-        a = self.assignments[sub.assignment]
-
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
         self._seed_matplotlib_cache(job_dir / ".matplotlib")
-        notebook = job_dir / a.notebook
+        # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
+        notebook = self.work / f"{job_dir.name}.ipynb"
         nbformat.write(prepared.notebook, notebook)
         events_path = self.work / f"{job_dir.name}.events.jsonl"
         job: dict[str, Any] = {
             "notebook": str(notebook),
             "workdir": str(job_dir),
             "events": str(events_path),
+            "kernel": kernel_kind(source),
             "grade_cells": [c.grade_id for c in prepared.grade_cells],
             "cell_timeout": self.limits.cell_seconds,
             "notebook_timeout": self.limits.notebook_seconds,
@@ -202,18 +199,13 @@ class Grader:
             "executed": str(self._autograded_path(sub)),
         }
         if self.jailed:
-            spec = {
-                "workdir": str(job_dir),
-                "hide": [str(p) for p in self.hide],
-                "expose_ro": self._expose(),
-                "memory_bytes": self.limits.memory_bytes,
-                "file_bytes": self.limits.file_bytes,
-                "processes": self.limits.processes,
-            }
-            with self._lock:
-                self._uids += 1
-                # A user id of its own for each kernel, so that no kernel can signal another.
-                spec["uid"] = FIRST_UID + self._uids % 1000
+            spec = jail.spec_for(
+                job_dir,
+                memory_bytes=self.limits.memory_bytes,
+                file_bytes=self.limits.file_bytes,
+                processes=self.limits.processes,
+                numpy_only=job["kernel"] == "numpy",
+            )
             spec_path = self.work / f"{job_dir.name}.jail.json"
             spec_path.write_text(json.dumps(spec))
             job["jail_prefix"] = jail.jail_command(spec_path)
@@ -279,10 +271,6 @@ class Grader:
         a = self.assignments[sub.assignment]
         return self.root / "autograded" / sub.student / a.name / a.notebook
 
-    def _expose(self) -> list[str]:
-        paths = {sys.prefix, sys.base_prefix, str(REPO / "autograder"), str(REPO / "utils")}
-        return sorted(os.path.realpath(p) for p in paths)
-
     def _run(self, job_path: Path) -> tuple[bool, str]:
         """Run one job on this thread's runner; kill the runner's whole tree at the hard limit.
 
@@ -323,10 +311,6 @@ class Grader:
                 if on_done:
                     on_done(outcome, False)
         return sorted(outcomes, key=lambda o: (o.assignment, o.student))
-
-
-#: Kernels run as users FIRST_UID to FIRST_UID + 999, which own no files on the machine.
-FIRST_UID = 61000
 
 
 class RunnerProcess:
@@ -410,6 +394,15 @@ class RunnerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
         self.proc = None
+
+
+def kernel_kind(source: Any) -> str:
+    """``numpy`` when the notebook's locked set-up cells import no PyTorch (its kernel then gets none)."""
+    for cell in source.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked"):
+            if re.search(r"^\s*(import|from)\s+torch\b", cell.source, re.MULTILINE):
+                return "torch"
+    return "numpy"
 
 
 def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float) -> dict[str, float]:

@@ -1,47 +1,122 @@
-"""The jail a learner's kernel runs in: its own mount, PID and network namespaces, an unprivileged user.
+"""The jail a learner's kernel runs in: an allow-listed root, its own namespaces, a user id of its own.
 
-The grading engine starts every kernel through :func:`jail_command`::
+A kernel is either forked from the runner's zygote (the ordinary way; :mod:`autograder.engine.zygote`
+gives it a PID namespace of its own before the fork) or started behind :func:`jail_command`
+(``unshare`` with a PID namespace). Either way the kernel process, still root, calls :func:`enter`,
+which:
 
-    setpriv --pdeathsig KILL  unshare --mount --pid --net --fork --kill-child --propagation private
-        python -m autograder.engine.jail SPEC.json -- python -m ipykernel_launcher -f CONNECTION
+1. joins a control group of its own, when the machine lets us make one (:mod:`cgroup v2 or v1
+   <autograder.engine.jail.Cgroup>`): one memory and process limit for all its processes together;
+2. moves into new mount, network, IPC and UTS namespaces;
+3. builds a new root that holds only what a kernel needs (the allow-list, :func:`kernel_view`): the
+   system's libraries and the Python installation read-only, the virtual environment read-only,
+   of the course's own packages only the collect side of the checks and ``utils`` (never
+   ``autograder.grading``, where references are computed, nor the engine), no PyTorch at all for
+   a numpy notebook, its own job folder read-write, private size-capped ``/tmp``, ``/var/tmp`` and
+   ``/dev/shm``, a few device nodes, and a fresh ``/proc`` that shows only its own processes; and
+   pivots into it, so that nothing else of the machine exists for it;
+4. sets resource limits (address space per process, file size, open files, processes);
+5. drops to its own unprivileged user id with ``no_new_privs`` (no setuid binary can raise it);
+6. replaces the grader's environment with a minimal one (:data:`KERNEL_ENV`).
 
-``unshare`` gives the kernel namespaces of its own; ``--kill-child`` and ``--pdeathsig`` make the
-whole namespace die with the runner that started it, so nothing outlives a killed job. Inside, this
-module (still root, in the new namespaces):
-
-1. hides the folders the learner must not reach (the course directory with its gradebook and hidden
-   tests, the repository with the solutions, the submissions, other jobs, ``/root``, ``/home``,
-   ``/tmp``) under empty tmpfs mounts, and mounts back read-only only what the kernel needs (the
-   Python installation, the virtual environment, the ``autograder`` and ``utils`` packages) and,
-   read-write, the job's own folder;
-2. mounts a fresh ``/proc`` for the new PID namespace, so no other process can be seen;
-3. sets resource limits (address space, file size, processes, open files);
-4. drops to the ``nobody`` user, which can neither undo the mounts nor write to the installation;
-5. replaces itself with the kernel.
-
-It needs root and a kernel that allows mount namespaces; :func:`jail_available` says whether it
-works here, and the engine states in its summary when it had to run without it.
+It needs root and namespaces; :func:`jail_available` says whether it works here, and the engine
+states in its summary when it had to run without it. Where no control group can be made,
+:func:`cgroup_support` says so and only the per-process limits hold (see the README).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import functools
 import json
 import os
+import platform
+import random
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
-MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC = 0x1, 0x20, 0x1000, 0x4000
-PR_SET_PDEATHSIG = 1
-NOBODY = 65534
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC = 0x20, 0x1000, 0x2000, 0x4000
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (
+    0x00020000,
+    0x04000000,
+    0x08000000,
+    0x20000000,
+    0x40000000,
+)
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 
 UNSHARE = ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--propagation", "private"]
+
+#: Kernels get user ids from this range, one no other live kernel on the host holds (:func:`claim_uid`).
+UID_RANGE = range(200_000, 260_000)
+#: Where the claims on user ids are kept: a lock file per id, held for the kernel's life.
+UID_LOCKS = Path("/run/backprop-course/uids")
+#: The folder the new root is assembled on before the kernel pivots into it.
+ROOT_MOUNT = Path("/run/backprop-course/root")
+#: Size caps of the kernel's private writable folders (tmpfs, so they count as memory).
+TMP_BYTES = 256 * 1024**2
+SHM_BYTES = 64 * 1024**2
+
+#: The only variables of the grader's environment a kernel sees; everything else is dropped.
+KERNEL_ENV = (
+    "BACKPROP_COURSE_EVIDENCE",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "MPLBACKEND",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYDEVD_DISABLE_FILE_VALIDATION",
+)
+#: System folders and files a Python kernel needs, read-only (symlinks are recreated as symlinks).
+SYSTEM_PATHS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+#: Of the course's ``autograder`` package, only these entries are in a kernel's view: the collect
+#: side of the checks and what it imports. Never ``grading`` (references) or ``engine``.
+KERNEL_PACKAGE = (
+    "__init__.py",
+    "calling.py",
+    "compare.py",
+    "evidence.py",
+    "report.py",
+    "tolerances.py",
+    "checks",
+)
+#: Top-level packages that make up PyTorch: absent from a numpy notebook's kernel.
+TORCH_PACKAGES = ("torch", "functorch", "torchgen")
+#: What a masked package's ``__init__`` says when imported.
+MASKED_PACKAGE = (
+    "raise ModuleNotFoundError(\"No module named '{name}': this notebook is graded with numpy only, "
+    'in a kernel without PyTorch", name={name!r})\n'
+)
 
 
 @functools.cache
@@ -62,55 +137,310 @@ def jail_available() -> bool:
 
 def jail_command(spec_path: Path) -> list[str]:
     """The command prefix that runs a kernel command in the jail described by ``spec_path``."""
-    return [
-        "setpriv",
-        "--pdeathsig",
-        "KILL",
-        *UNSHARE,
-        sys.executable,
-        "-m",
-        "autograder.engine.jail",
-        str(spec_path),
-        "--",
-    ]
+    return ["setpriv", "--pdeathsig", "KILL", *UNSHARE, sys.executable, "-m", "autograder.engine.jail",
+            str(spec_path), "--"]  # fmt: skip
 
+
+# -- what a kernel sees ---------------------------------------------------------------------------
+
+
+def _package_dir(name: str) -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"cannot find the {name!r} package")
+    return os.path.realpath(list(spec.submodule_search_locations)[0])
+
+
+def _site_packages() -> list[str]:
+    import site
+
+    return sorted({os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)})
+
+
+def kernel_view(numpy_only: bool) -> dict[str, list[str]]:
+    """The allow-list of a kernel's root: ``ro`` paths, ``masked`` folders inside them (shown empty),
+    and ``packages`` (a folder shown with only the listed entries), all absolute and real paths."""
+    ro = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
+    ro += sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)})
+    autograder_dir, utils_dir = _package_dir("autograder"), _package_dir("utils")
+    ro += [autograder_dir, utils_dir]
+    masked = []
+    if numpy_only:
+        masked += [os.path.join(s, p) for s in _site_packages() for p in TORCH_PACKAGES]
+        masked = [p for p in masked if os.path.isdir(p)]
+    return {"ro": ro, "masked": masked, "packages": {autograder_dir: list(KERNEL_PACKAGE)}}
+
+
+def spec_for(workdir: Path, *, memory_bytes: int, file_bytes: int, processes: int, numpy_only: bool) -> dict:
+    """The jail spec of one kernel: its folder, its view of the machine and its limits."""
+    return {
+        "workdir": str(workdir),
+        "view": kernel_view(numpy_only),
+        "numpy_only": numpy_only,
+        "memory_bytes": memory_bytes,
+        "file_bytes": file_bytes,
+        "processes": processes,
+        "tmp_bytes": TMP_BYTES,
+        "shm_bytes": SHM_BYTES,
+    }
+
+
+# -- user ids -------------------------------------------------------------------------------------
+
+
+def _uids_in_use() -> set[int]:
+    used = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                used.add(os.stat(entry.path).st_uid)
+    return used
+
+
+def claim_uid() -> tuple[int, int]:
+    """A user id that no live process and no other kernel on this host has, and the lock that holds it.
+
+    The claim is a ``flock`` on the id's lock file, held until the returned descriptor is closed (or
+    its holder dies), so two grading runs at once, or a crashed one, never hand out the same id.
+    """
+    UID_LOCKS.mkdir(parents=True, exist_ok=True, mode=0o700)
+    used = _uids_in_use()
+    start = random.randrange(len(UID_RANGE))
+    for offset in range(len(UID_RANGE)):
+        uid = UID_RANGE[(start + offset) % len(UID_RANGE)]
+        if uid in used:
+            continue
+        fd = os.open(UID_LOCKS / str(uid), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise RuntimeError("no free user id for a kernel")
+
+
+# -- control groups -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cgroup:
+    """A control group of one kernel: one memory and process limit for all its processes together."""
+
+    dirs: tuple[str, ...]
+    """Its folder in each hierarchy (one under cgroup v2; memory and pids under v1)."""
+
+    @classmethod
+    def create(cls, name: str, memory_bytes: int, processes: int) -> Cgroup | None:
+        """Make the group (None when the machine allows none) and set its limits."""
+        support = cgroup_support()
+        if support is None:
+            return None
+        dirs = tuple(os.path.join(base, name) for base in support[1])
+        try:
+            for d in dirs:
+                os.makedirs(d, exist_ok=True)
+            if support[0] == "v2":
+                _write(dirs[0], "memory.max", memory_bytes)
+                _write(dirs[0], "memory.swap.max", 0, optional=True)
+                _write(dirs[0], "pids.max", processes)
+            else:
+                memory, pids = dirs
+                _write(memory, "memory.limit_in_bytes", memory_bytes)
+                _write(memory, "memory.memsw.limit_in_bytes", memory_bytes, optional=True)
+                _write(pids, "pids.max", processes)
+        except OSError:
+            cls(dirs).remove()
+            return None
+        return cls(dirs)
+
+    def join(self) -> None:
+        """Move the calling process into the group (its children follow)."""
+        for d in self.dirs:
+            _write(d, "cgroup.procs", 0)
+
+    def remove(self) -> None:
+        """Kill whatever is left in the group and delete it."""
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    pids = [int(p) for p in Path(d, "cgroup.procs").read_text().split()]
+                except OSError:
+                    break
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
+                    break
+                import time
+
+                time.sleep(0.02)
+
+
+def _write(folder: str, name: str, value: int, optional: bool = False) -> None:
+    try:
+        Path(folder, name).write_text(str(value))
+    except OSError:
+        if not optional:
+            raise
+
+
+def _own_cgroup(hierarchy: str) -> str | None:
+    """This process's group path in a v1 hierarchy (``memory``, ``pids``) or v2 (``""``)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers.split(",") == [hierarchy] or (hierarchy == "" and controllers == ""):
+            return path
+    return None
+
+
+@functools.cache
+def cgroup_support() -> tuple[str, tuple[str, ...]] | None:
+    """``("v2", (base,))`` or ``("v1", (memory base, pids base))`` where kernels' groups can be made,
+    or None when this machine lets us make none (then only per-process limits hold)."""
+    if os.geteuid() != 0:
+        return None
+    root = Path("/sys/fs/cgroup")
+    v2 = root / "cgroup.controllers"
+    if v2.exists() and {"memory", "pids"} <= set(v2.read_text().split()):
+        own = _own_cgroup("") or "/"
+        base = str(root / own.lstrip("/") / "backprop-course")
+        if _probe(base, ("memory", "pids")):
+            return "v2", (base,)
+    bases = []
+    for controller in ("memory", "pids"):
+        own = _own_cgroup(controller)
+        if own is None or not (root / controller).is_dir():
+            return None
+        bases.append(str(root / controller / own.lstrip("/") / "backprop-course"))
+    if all(_probe(b, ()) for b in bases):
+        return "v1", tuple(bases)
+    return None
+
+
+def _probe(base: str, controllers: tuple[str, ...]) -> bool:
+    try:
+        os.makedirs(base, exist_ok=True)
+        if controllers:  # v2: let the groups below ours use the controllers
+            _write(os.path.dirname(base), "cgroup.subtree_control", 0, optional=True)
+            Path(base, "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in controllers))
+        probe = os.path.join(base, f"probe-{os.getpid()}")
+        os.makedirs(probe, exist_ok=True)
+        os.rmdir(probe)
+        return True
+    except OSError:
+        return False
+
+
+# -- entering the jail ----------------------------------------------------------------------------
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     def enc(s: str | None) -> bytes | None:
         return s.encode() if s is not None else None
 
-    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {source} on {target}")  # fmt: skip
 
 
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
+def _tmpfs(target: str, size: int, mode: str = "755") -> None:
+    os.makedirs(target, exist_ok=True)
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={size}")
 
 
-def build_view(hide: list[str], expose_ro: list[str], expose_rw: list[str]) -> None:
-    """Hide folders under empty tmpfs mounts, then mount back the exposed ones (must run as root)."""
-    exposed = [(p, True) for p in expose_ro] + [(p, False) for p in expose_rw]
-    # Keep a handle on every exposed folder before anything covers it; mount it back from the handle.
-    handles = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p, _ in exposed if os.path.isdir(p)}
-    hidden: list[str] = []
-    for folder in sorted({os.path.realpath(h) for h in hide if os.path.isdir(h)}, key=len):
-        if any(_inside(folder, h) for h in hidden):
-            continue
-        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64m")
-        hidden.append(folder)
-    for path, read_only in sorted(exposed, key=lambda e: len(e[0])):
-        if path not in handles or not any(_inside(path, h) for h in hidden):
-            continue
-        os.makedirs(path, exist_ok=True)
-        _mount(f"/proc/self/fd/{handles[path]}", path, None, MS_BIND | MS_REC)
-        if read_only:
-            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for fd in handles.values():
-        os.close(fd)
+def _bind(source: str, target: str, read_only: bool, device: bool = False) -> None:
+    """Mount ``source`` at ``target`` (a folder or a file), read-only unless asked otherwise; nosuid,
+    and nodev unless it is a ``device`` node."""
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            Path(target).touch()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (0 if device else MS_NODEV) | (MS_RDONLY if read_only else 0)
+    _mount(None, target, None, flags)
+
+
+def _place(root: str, path: str, read_only: bool = True) -> None:
+    """Make ``path`` of the machine appear at the same path under ``root``."""
+    target = root + path
+    if os.path.islink(path):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(path), target)
+        real = os.path.realpath(path)
+        if not os.path.lexists(root + real):
+            _place(root, real, read_only)
+        return
+    if os.path.lexists(target) and os.path.ismount(target):
+        return
+    _bind(path, target, read_only)
+
+
+def _build_root(spec: dict) -> str:
+    root = str(ROOT_MOUNT)
+    os.makedirs(root, exist_ok=True)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=16m")
+    view = spec["view"]
+    # Private folders first: a course checked out under /tmp is then mounted on top of them.
+    for private in ("/tmp", "/var/tmp"):
+        _tmpfs(root + private, int(spec["tmp_bytes"]), mode="1777")
+    for path in sorted(view["ro"], key=len):
+        _place(root, path)
+    for folder, entries in view["packages"].items():
+        # Shadow the package folder, then put back only the entries a kernel may import.
+        _tmpfs(root + folder, 1024**2)
+        for entry in entries:
+            if os.path.lexists(os.path.join(folder, entry)):
+                _bind(os.path.join(folder, entry), root + os.path.join(folder, entry), read_only=True)
+        _mount(None, root + folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    for folder in view["masked"]:
+        # An empty folder would import as a namespace package: the masked package says it is absent.
+        _tmpfs(root + folder, 64 * 1024)
+        name = os.path.basename(folder)
+        Path(root + folder, "__init__.py").write_text(MASKED_PACKAGE.format(name=name))
+        _mount(None, root + folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _bind(spec["workdir"], root + spec["workdir"], read_only=False)
+    _tmpfs(root + "/dev", 1024**2)
+    for device in DEVICES:
+        if os.path.exists(device):
+            _bind(device, root + device, read_only=False, device=True)
+    _tmpfs(root + "/dev/shm", int(spec["shm_bytes"]), mode="1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, f"{root}/dev/{name}")
+    _mount(None, root + "/dev", None, MS_REMOUNT | MS_NOSUID | MS_RDONLY)
+    os.makedirs(root + "/proc", exist_ok=True)
+    return root
+
+
+def _pivot(root: str) -> None:
+    """Make ``root`` the process's ``/``; the machine's own root is detached and gone."""
+    number = SYS_PIVOT_ROOT.get(platform.machine())
+    old = os.path.join(root, ".old-root")
+    os.makedirs(old, exist_ok=True)
+    if number is not None and _libc.syscall(number, root.encode(), old.encode()) == 0:
+        os.chdir("/")
+        _check(_libc.umount2(b"/.old-root", MNT_DETACH), "umount the old root")
+        os.rmdir("/.old-root")
+    else:  # no pivot_root here: move the new root over / and chroot into it
+        os.chdir(root)
+        _mount(root, "/", None, MS_MOVE)
+        os.chroot(".")
+        os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def _limit(kind: int, value: int | None) -> None:
@@ -118,58 +448,74 @@ def _limit(kind: int, value: int | None) -> None:
         resource.setrlimit(kind, (value, value))
 
 
-CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
-MS_PRIVATE = 1 << 18
+def kernel_environment(env: dict[str, str], workdir: str) -> dict[str, str]:
+    """The kernel's whole environment: the allow-listed variables of ``env`` and the kernel's own."""
+    kept = {k: v for k, v in env.items() if k in KERNEL_ENV}
+    bin_dir = os.path.dirname(sys.executable)
+    return {
+        **kept,
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "USER": "learner",
+        "LOGNAME": "learner",
+        "LANG": "C.UTF-8",
+        "IPYTHONDIR": os.path.join(workdir, ".ipython"),
+        "MPLCONFIGDIR": os.path.join(workdir, ".matplotlib"),
+        "TMPDIR": "/tmp",
+    }
 
 
-def enter(spec: dict, own_namespaces: bool = True) -> None:
-    """Enter the jail described by ``spec`` in this process (which must be single-threaded and root).
+def unshare_pid() -> None:
+    """Give this process's next child a PID namespace of its own, in which it is process 1: when it
+    exits, the kernel kills every process left in that namespace."""
+    _check(_libc.unshare(CLONE_NEWPID), "unshare the PID namespace")
 
-    With ``own_namespaces`` (a kernel forked from the zygote), this process first moves into new
-    mount and network namespaces itself; otherwise ``unshare`` has already made them, a PID
-    namespace too. Without a PID namespace, ``/proc`` shows only the kernel's own processes
-    (``hidepid``), and each concurrent kernel has a user id of its own, so that no kernel can see
-    or signal another.
-    """
+
+def enter(spec: dict) -> None:
+    """Enter the jail described by ``spec`` in this process (single-threaded, root, and already the
+    first process of a PID namespace of its own). On return the process is the jailed learner."""
     workdir = spec["workdir"]
-    if own_namespaces:
-        if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"unshare: {os.strerror(err)}")
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    build_view(spec["hide"], spec["expose_ro"], [workdir])
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2" if own_namespaces else None)
-
-    uid = gid = int(spec.get("uid", NOBODY))
+    uid = gid = int(spec["uid"])
+    cgroup = spec.get("cgroup")
+    if cgroup:
+        Cgroup(tuple(cgroup)).join()
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
     for root, dirs, files in os.walk(workdir):
         for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-            os.chown(name, uid, gid)
+            os.chown(name, uid, gid, follow_symlinks=False)
+    _pivot(_build_root(spec))
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
     _limit(resource.RLIMIT_AS, spec.get("memory_bytes"))
     _limit(resource.RLIMIT_FSIZE, spec.get("file_bytes"))
     _limit(resource.RLIMIT_NOFILE, 1024)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
     # Changing user clears the parent-death signal: set it (again) so the kernel dies with its parent.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     _limit(resource.RLIMIT_NPROC, spec.get("processes"))
-    os.environ.update(
-        {
-            "HOME": workdir,
-            "IPYTHONDIR": os.path.join(workdir, ".ipython"),
-            "MPLCONFIGDIR": os.path.join(workdir, ".matplotlib"),
-            "TMPDIR": "/tmp",
-        }
-    )
+    env = kernel_environment(dict(os.environ), workdir)
+    os.environ.clear()
+    os.environ.update(env)
     os.chdir(workdir)
 
 
 def main(argv: list[str]) -> None:
-    """Enter the jail described by the spec file ``argv[0]`` and exec the command after ``--``."""
+    """Enter the jail described by the spec file ``argv[0]`` and exec the command after ``--``.
+
+    The fallback path, for a runner without a zygote: ``unshare`` has made the PID namespace; the
+    user id is claimed here and the claim is held by the kernel process itself until it exits. No
+    control group is made on this path: only the per-process limits hold.
+    """
     spec = json.loads(Path(argv[0]).read_text())
     command = argv[argv.index("--") + 1 :]
-    enter(spec, own_namespaces=False)
+    spec["uid"], lock = claim_uid()
+    os.set_inheritable(lock, True)
+    enter(spec)
     os.execvp(command[0], command)
 
 

@@ -92,9 +92,7 @@ def grade_class(
         for name in wanted
     }
     scratch = Path(tempfile.mkdtemp(prefix="intake-"))
-    grader = Grader(
-        root, [by_name[n] for n in wanted], limits, workers, use_jail, hide=[inputs.resolve(), scratch]
-    )
+    grader = Grader(root, [by_name[n] for n in wanted], limits, workers, use_jail)
     try:
         submissions, rejected = discover(inputs, wanted, answer_cells, scratch)
         n_inputs = len(submissions) + len(rejected)

@@ -170,7 +170,7 @@ def run(job: dict[str, Any]) -> None:
     km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(workdir, "kernel"))
     km.connection_file = os.path.join(workdir, "kernel.json")
     km.jail_prefix = list(job.get("jail_prefix") or [])
-    km.zygote = ZYGOTE["socket"]
+    km.zygote = zygote_for(job.get("kernel", "torch"))
     km.jail_spec = job.get("jail_spec")
     client = LimitedClient(
         nb,
@@ -207,28 +207,42 @@ def run(job: dict[str, Any]) -> None:
     events.write(event="end", seconds=round(time.monotonic() - start, 3), **stop)
 
 
-#: The zygote this runner forks kernels from, when it has one (see :mod:`autograder.engine.zygote`).
-ZYGOTE: dict[str, Any] = {"socket": None, "process": None}
+#: Where this runner's zygotes put their sockets; None when kernels start without a zygote.
+ZYGOTE_DIR: dict[str, Path | None] = {"folder": None}
+#: This runner's zygotes by kind of kernel (``numpy``: never imported PyTorch; ``torch``), started on
+#: first use; a kind whose zygote failed to start maps to None (its kernels start the ordinary way).
+ZYGOTES: dict[str, dict[str, Any] | None] = {}
 
 
-def start_zygote(folder: Path) -> None:
-    """Start a zygote for this runner's kernels; on failure, kernels start the ordinary way."""
+def zygote_for(kind: str) -> str | None:
+    """The socket of this runner's zygote for ``kind`` kernels, starting it on first use."""
+    folder = ZYGOTE_DIR["folder"]
+    if folder is None:
+        return None
+    if kind not in ZYGOTES:
+        ZYGOTES[kind] = start_zygote(folder, kind)
+    zygote = ZYGOTES[kind]
+    return zygote["socket"] if zygote else None
+
+
+def start_zygote(folder: Path, kind: str) -> dict[str, Any] | None:
+    """Start a zygote for this runner's ``kind`` kernels; on failure, they start the ordinary way."""
     import subprocess
     import tempfile
 
-    path = tempfile.mktemp(prefix="zygote-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once, 0600
+    path = tempfile.mktemp(prefix=f"zygote-{kind}-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autograder.engine.zygote", "serve", path],
+        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None
     if proc.stdout.readline().strip() == "ready":
-        ZYGOTE.update(socket=path, process=proc)
-    else:
-        proc.kill()
-        print("zygote failed to start; kernels will start without it", file=sys.stderr, flush=True)
+        return {"socket": path, "process": proc}
+    proc.kill()
+    print(f"{kind} zygote failed to start; kernels will start without it", file=sys.stderr, flush=True)
+    return None
 
 
 def serve(zygote_dir: Path | None = None) -> int:
@@ -238,8 +252,7 @@ def serve(zygote_dir: Path | None = None) -> int:
     to stderr, so library output cannot be mistaken for an answer. With ``zygote_dir``, kernels
     are forked from a zygote whose socket lives there.
     """
-    if zygote_dir is not None:
-        start_zygote(zygote_dir)
+    ZYGOTE_DIR["folder"] = zygote_dir
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     for line in sys.stdin:

@@ -30,7 +30,12 @@ import socket
 import struct
 import sys
 
-PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "numpy", "torch", "matplotlib")
+#: What a zygote imports before it forks, by kind: a numpy notebook's kernels must not have PyTorch,
+#: not even in memory, so they come from a zygote that never imported it.
+PRELOAD = {
+    "numpy": ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "numpy", "matplotlib"),
+    "torch": ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "numpy", "torch", "matplotlib"),
+}
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -70,9 +75,11 @@ def _recv_msg(sock: socket.socket, with_fds: int = 0) -> tuple[object, list[int]
 # -- the zygote ---------------------------------------------------------------------------------
 
 
-def _child(request: dict, fds: list[int]) -> None:
+def _child(request: dict, fds: list[int], lock: int | None) -> None:
     """In the forked child: take the stand-in's streams, enter the jail, run ipykernel. Never returns."""
     try:
+        if lock is not None:
+            os.close(lock)  # the manager holds the claim on the user id, not the learner
         os.setsid()
         for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
@@ -106,17 +113,35 @@ def _child(request: dict, fds: list[int]) -> None:
 
 
 def _manage(conn: socket.socket) -> None:
-    """In a forked manager: fork the kernel, then wait for it or for the stand-in to go. Never returns."""
+    """In a forked manager: fork the kernel, then wait for it or for the stand-in to go. Never returns.
+
+    A jailed kernel is the first process of a PID namespace of its own (so everything it starts dies
+    with it), runs as a user id the manager has claimed for it (held until the manager exits), and
+    in a control group of its own where the machine allows one (removed when the kernel is gone).
+    """
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _set_parent_death_signal()
     try:
         request, fds = _recv_msg(conn, with_fds=3)
     except (ConnectionError, OSError, ValueError):
         os._exit(1)
+    lock, group = None, None
+    spec = request.get("jail")
+    if spec:
+        from autograder.engine import jail
+
+        try:
+            spec["uid"], lock = jail.claim_uid()
+            group = jail.Cgroup.create(f"kernel-{spec['uid']}", spec["memory_bytes"], spec["processes"])
+            spec["cgroup"] = list(group.dirs) if group else None
+            jail.unshare_pid()
+        except OSError as exc:
+            os.write(fds[2], f"kernel start failed: cannot make its jail: {exc}\n".encode())
+            os._exit(1)
     pid = os.fork()
     if pid == 0:
         conn.close()
-        _child(request, fds)  # never returns
+        _child(request, fds, lock)  # never returns
     for fd in fds:
         os.close(fd)
     _send_msg(conn, {"pid": pid})
@@ -124,6 +149,8 @@ def _manage(conn: socket.socket) -> None:
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
+            if group is not None:
+                group.remove()
             try:
                 conn.setblocking(True)
                 _send_msg(conn, {"exit": os.waitstatus_to_exitcode(status)})
@@ -152,8 +179,8 @@ def _set_parent_death_signal() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def serve(path: str) -> None:
-    """Import the heavy modules, then fork a kernel for every request on the unix socket ``path``.
+def serve(path: str, kind: str = "torch") -> None:
+    """Import the modules of ``kind``'s kernels, then fork a kernel for every request on socket ``path``.
 
     The zygote stays single-threaded (forking a threaded process can deadlock the child): each
     request is handled by a forked manager process, which forks the kernel and watches over it.
@@ -161,7 +188,7 @@ def serve(path: str) -> None:
     import importlib
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    for name in PRELOAD:
+    for name in PRELOAD[kind]:
         importlib.import_module(name)
     import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
 
@@ -215,9 +242,9 @@ def standin(path: str, jail_spec: str | None, argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``serve SOCKET`` or ``kernel SOCKET SPEC|- -- KERNEL ARGS``."""
+    """``serve SOCKET [numpy|torch]`` or ``kernel SOCKET SPEC|- -- KERNEL ARGS``."""
     if argv[0] == "serve":
-        serve(argv[1])
+        serve(argv[1], argv[2] if len(argv) > 2 else "torch")
         return 0
     if argv[0] == "kernel":
         sep = argv.index("--")
