@@ -36,7 +36,7 @@ from typing import Any
 import nbformat
 
 from autograder.build import Assignment
-from autograder.engine import jail
+from autograder.engine import jail, method, seeds
 from autograder.engine.intake import Submission
 from autograder.engine.prepare import prepare
 from autograder.engine.verdicts import grade_notebook
@@ -78,6 +78,10 @@ class Outcome:
     jailed: bool = True
     timing: dict[str, float] = field(default_factory=dict)
     """Where the time went, in seconds: see :func:`timing_breakdown`."""
+    seeds: dict[str, int] = field(default_factory=dict)
+    """The fresh seed of each graded cell's final call in this run (:mod:`autograder.engine.seeds`)."""
+    flags: list[str] = field(default_factory=list)
+    """Answers that skip their exercise, by a static look at the code (:mod:`autograder.engine.method`)."""
 
     def to_json(self) -> str:
         """The outcome as JSON, for the results store."""
@@ -100,8 +104,14 @@ class Grader:
         workers: int | None = None,
         use_jail: bool | None = None,
         zygote: bool = True,
+        seeds: dict[tuple[str, str], dict[str, int]] | None = None,
+        withhold_flagged: bool = False,
     ) -> None:
+        """``seeds`` (by student and assignment: the ``seeds`` of an earlier outcome) reproduce that
+        grading's inputs; every other submission gets fresh ones."""
         self.root = course_root
+        self.seeds = seeds or {}
+        self.withhold_flagged = withhold_flagged
         self.assignments = {a.name: a for a in assignments}
         self.limits = limits or Limits()
         self.workers = max(1, workers or os.cpu_count() or 1)
@@ -180,7 +190,9 @@ class Grader:
     def _grade(self, sub: Submission, digest: str) -> Outcome:
         source, release = self._notebooks(sub.assignment)
         submitted = nbformat.read(sub.path, as_version=4)
-        prepared = prepare(submitted, source, release)
+        prepared, drawn = seeds.fresh(
+            prepare(submitted, source, release), self.seeds.get((sub.student, sub.assignment))
+        )
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
         self._seed_matplotlib_cache(job_dir / ".matplotlib")
         # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
@@ -233,26 +245,36 @@ class Grader:
             if c.get("metadata", {}).get("nbgrader", {}).get("solution")
         ]
         graded = {c.grade_id for c in prepared.grade_cells}
+        # The kernel saw the hidden tests' code as it ran them: what it says afterwards may echo it.
+        hidden = seeds.hidden_lines(prepared.notebook)
         errors = [
-            f"cell {e.get('id')!r} raised {e['error']}"
+            seeds.redact(f"cell {e.get('id')!r} raised {e['error']}", hidden)
             for e in events
             if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
         ]
+        cells = [asdict(c) for c in result.cells]
+        for cell in cells:
+            cell["feedback"] = seeds.redact(cell["feedback"], hidden)
+        flagged = method.flags(answers, numpy_only=job["kernel"] == "numpy")
+        if self.withhold_flagged and flagged:
+            _withhold(cells, flagged, prepared.notebook)
         return Outcome(
             student=sub.student,
             assignment=sub.assignment,
             origin=sub.origin,
             sha256=digest,
             status="stopped" if result.stop else "graded",
-            score=result.score,
+            score=round(sum(c["score"] for c in cells), 2),
             max_score=result.max_score,
-            reason=result.stop,
-            cells=[asdict(c) for c in result.cells],
+            reason=seeds.redact(result.stop, hidden) if result.stop else None,
+            cells=cells,
             restored=prepared.restored,
             errors=errors,
             answers=answers,
             run_seconds=round(sum(e.get("seconds", 0.0) for e in events if e.get("event") == "cell"), 3),
             timing=timing_breakdown(events, spawned, exited),
+            seeds=drawn,
+            flags=[f.describe() for f in flagged],
         )
 
     def _seed_matplotlib_cache(self, folder: Path) -> None:
@@ -394,6 +416,20 @@ class RunnerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
         self.proc = None
+
+
+def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook: Any) -> None:
+    """Set to zero every graded cell that grades a flagged definition, saying why."""
+    names = {name for f in flagged for name in f.name.split(", ")}
+    sources = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in notebook.cells}
+    for cell in cells:
+        hit = method.graded_names(sources.get(cell["grade_id"], "")) & names
+        if hit and cell["score"] > 0:
+            why = "; ".join(f.describe() for f in flagged if set(f.name.split(", ")) & hit)
+            cell["feedback"] = (
+                f"points withheld by the instructor's method check: {why}\n\n{cell['feedback']}"
+            )
+            cell["score"], cell["passed"] = 0.0, False
 
 
 def kernel_kind(source: Any) -> str:

@@ -191,11 +191,15 @@ def spec_for(workdir: Path, *, memory_bytes: int, file_bytes: int, processes: in
 
 
 def _uids_in_use() -> set[int]:
+    """Every user id (real, effective, saved) of every process on the machine."""
     used = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                used.add(os.stat(entry.path).st_uid)
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(entry.path, "status").read_text().splitlines():
+                    if line.startswith("Uid:"):
+                        used.update(int(u) for u in line.split()[1:])
+                        break
     return used
 
 

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 
+from autograder.engine.seeds import hidden_lines, redact
 from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME
 
 
@@ -59,22 +61,71 @@ class JailedKernelManager(AsyncKernelManager):
 
 
 class LimitedClient(NotebookClient):
-    """A notebook client that stops keeping output past a byte budget and then kills the kernel."""
+    """A notebook client that counts every message the kernel publishes against a byte budget.
+
+    Outputs, comm and widget messages, status and everything else count alike; past the budget the
+    client keeps nothing more and kills the kernel. No single message can cost the runner more than
+    the budget in memory either: the sockets refuse larger ones before they are read
+    (:func:`bound_messages`), and the client notices (:meth:`refused_oversized`).
+    """
 
     output_budget: int = 1 << 20
     output_used: int = 0
     output_exceeded: bool = False
+    bad_message: str | None = None
+    """Why a message of the learner's kernel could not be handled, when one could not."""
 
-    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
-        self.output_used += len(json.dumps(msg.get("content", {}), default=str))
+    def process_message(self, msg: dict, cell: Any, cell_index: int) -> Any:
+        content = msg.get("content", {})
+        self.output_used += len(json.dumps(content, default=str)) + sum(
+            len(b) for b in msg.get("buffers", [])
+        )
         if self.output_used > self.output_budget:
-            if not self.output_exceeded:
-                self.output_exceeded = True
-                process = getattr(getattr(self.km, "provisioner", None), "process", None)
-                if process is not None:
-                    process.kill()
+            self._stop_kernel()
+            self.output_exceeded = True
             return None
-        return super().output(outs, msg, display_id, cell_index)
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except CellExecutionComplete:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a malformed message is the learner's outcome, not ours
+            self.bad_message = f"{msg.get('msg_type', '?')}: {type(exc).__name__}"[:200]
+            self._stop_kernel()
+            raise CellExecutionComplete() from None
+
+    def _stop_kernel(self) -> None:
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()
+
+    def refused_oversized(self) -> bool:
+        """True when the sockets dropped the kernel for a message over the budget."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        monitor = getattr(self, "_monitor", None)
+        while monitor is not None and monitor.poll(0):
+            if recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED:
+                return True
+        return False
+
+    def watch_disconnects(self) -> None:
+        """Watch the kernel's output socket for being dropped (what an oversized message causes)."""
+        socket = self.kc.iopub_channel.socket
+        address = f"inproc://iopub-monitor-{id(socket)}"
+        socket.monitor(address, zmq.EVENT_DISCONNECTED)
+        # a plain (not asyncio) socket on the same context, so that polling it is immediate
+        self._monitor = zmq.Context.shadow(socket.context.underlying).socket(zmq.PAIR)
+        self._monitor.connect(address)
+
+
+def bound_messages(km: AsyncKernelManager, limit: int) -> None:
+    """Make every socket of the kernel's connection refuse a message larger than ``limit`` bytes,
+    before any of it is read into memory (ZeroMQ drops the sending peer instead)."""
+    km.context.setsockopt(zmq.MAXMSGSIZE, limit)
+
+
+#: A message's envelope (header, signature, metadata) beyond its content, allowed on top of the budget.
+MESSAGE_OVERHEAD = 64 * 1024
 
 
 class Events:
@@ -90,12 +141,18 @@ class Events:
         self._file.flush()
 
 
-def _cell_event(cell: Any, index: int, status: str, seconds: float, graded: bool) -> dict[str, Any]:
+def _cell_event(
+    cell: Any, index: int, status: str, seconds: float, graded: bool, hidden: list[str]
+) -> dict[str, Any]:
     event: dict[str, Any] = {"event": "cell", "index": index, "id": cell.get("id"), "status": status}
     event["seconds"] = round(seconds, 3)
     errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-    if errors:
-        event["error"] = f"{errors[-1].get('ename', '')}: {errors[-1].get('evalue', '')}"[:500]
+    if status == "interrupted":
+        event["error"] = INTERRUPTED
+    elif errors:
+        # Taken out before the message is cut: a cut echo of a hidden test is still an echo.
+        error = f"{errors[-1].get('ename', '')}: {errors[-1].get('evalue', '')}"
+        event["error"] = redact(error, hidden)[:ERROR_LENGTH]
     if graded:
         event["evidence"] = [
             o["data"][EVIDENCE_MIME]
@@ -122,11 +179,47 @@ def _kernel_exit(km: AsyncKernelManager) -> str:
     return f"the kernel exited with status {code}"
 
 
+#: A learner's error message is cut to this many characters in the events (and so in feedback).
+ERROR_LENGTH = 500
+#: What an interrupted cell's event says instead of the KeyboardInterrupt it raised.
+INTERRUPTED = "TimeoutError: it ran longer than a cell may take and was interrupted; the notebook went on"
+
+#: After a cell's time limit, how long the kernel has to answer an interrupt before it is given up.
+INTERRUPT_GRACE = 5.0
+
+
+async def _answers(client: LimitedClient, seconds: float) -> bool:
+    """True when the kernel answers a kernel_info request within ``seconds`` (it is idle again)."""
+    import asyncio
+
+    try:
+        reply = await asyncio.wait_for(client.kc.kernel_info(reply=True, timeout=seconds), seconds + 1)
+    except Exception:  # noqa: BLE001 - no answer, in whatever way, is no answer
+        return False
+    return bool(reply) and reply.get("msg_type") == "kernel_info_reply"
+
+
+def _interrupted(client: LimitedClient) -> bool:
+    """Interrupt the kernel after a cell's time limit; True when it is idle again and may go on."""
+    from jupyter_core.utils import run_sync
+
+    try:
+        run_sync(client.km.interrupt_kernel)()
+    except Exception:  # noqa: BLE001 - a kernel that cannot be interrupted is given up
+        return False
+    return run_sync(_answers)(client, INTERRUPT_GRACE)
+
+
 def _execute(
     client: LimitedClient, nb: Any, job: dict[str, Any], graded: set[str], deadline: float, events: Events
 ) -> dict[str, Any]:
-    """Run the code cells in order until the end or the first stop; return the stop (None reason: no stop)."""
+    """Run the code cells in order until the end or the first stop; return the stop (None reason: no stop).
+
+    A cell over its time limit is interrupted, as nbgrader does, and the notebook goes on when the
+    kernel answers; it stops only when the kernel does not, or at the notebook's own limit.
+    """
     cell_timeout = float(job["cell_timeout"])
+    hidden = hidden_lines(nb)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
@@ -142,14 +235,21 @@ def _execute(
             status = "timeout"
         except DeadKernelError:
             status = "dead"
-        if client.output_exceeded:
+        if client.output_exceeded or client.refused_oversized():
             status = "output_limit"
-        events.write(**_cell_event(cell, index, status, time.monotonic() - began, cell.get("id") in graded))
+        elif client.bad_message:
+            status = "bad_message"
+        if status == "timeout" and client.timeout >= cell_timeout and _interrupted(client):
+            status = "interrupted"
+        seconds = time.monotonic() - began
+        events.write(**_cell_event(cell, index, status, seconds, cell.get("id") in graded, hidden))
         if status == "timeout":
             reason = "notebook_timeout" if client.timeout < cell_timeout else "cell_timeout"
             return {"reason": reason, "cell": cell.get("id"), "limit": client.timeout}
         if status == "output_limit":
             return {"reason": status, "cell": cell.get("id"), "bytes": client.output_budget}
+        if status == "bad_message":
+            return {"reason": status, "cell": cell.get("id"), "detail": client.bad_message}
         if status == "dead":
             return {"reason": status, "cell": cell.get("id"), "detail": _kernel_exit(client.km)}
     return {"reason": None}
@@ -172,6 +272,7 @@ def run(job: dict[str, Any]) -> None:
     km.jail_prefix = list(job.get("jail_prefix") or [])
     km.zygote = zygote_for(job.get("kernel", "torch"))
     km.jail_spec = job.get("jail_spec")
+    bound_messages(km, int(job["output_bytes"]) + MESSAGE_OVERHEAD)
     client = LimitedClient(
         nb,
         km=km,
@@ -194,6 +295,7 @@ def run(job: dict[str, Any]) -> None:
         with client.setup_kernel(cwd=workdir, cleanup_kc=True):
             process = km.provisioner.process if km.provisioner is not None else None
             events.write(event="kernel", seconds=round(time.monotonic() - start, 3))
+            client.watch_disconnects()
             stop = _execute(client, nb, job, graded, deadline, events)
     except Exception as exc:  # noqa: BLE001 - a kernel that never starts must still end in a stated outcome
         if stop.get("reason") is None:

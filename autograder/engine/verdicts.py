@@ -27,6 +27,7 @@ STOP_REASONS = {
     "kernel_failed": "the kernel could not be started ({detail})",
     "killed": "the grader stopped the notebook at its hard time limit",
     "runner_failed": "the grader's runner failed ({detail})",
+    "bad_message": "the notebook sent the grader a message it could not handle ({detail}), and was stopped",
 }
 
 
