@@ -101,8 +101,8 @@ def test_flat_folder_student_ids_from_file_names(tmp_path: Path, notebook_text: 
         "jane_01_tiny.ipynb": ("jane", "", "jane", "", False),
         "doejohn_12345_67890_01_tiny.ipynb": ("canvas-12345", "canvas", "12345", "doejohn", False),
         "doeann_LATE_12346_67891_01_tiny.ipynb": ("canvas-12346", "canvas", "12346", "doeann", True),
-        "Jane Doe_123_assignsubmission_file_01_tiny.ipynb": ("moodle-123", "moodle", "123", "Jane Doe", False),
-        "Zoë O'Neil_77_assignsubmission_file_01_tiny.ipynb": ("moodle-77", "moodle", "77", "Zoë O'Neil", False),
+        "Jane Doe_123_assignsubmission_file_01_tiny.ipynb": ("moodle-123", "moodle", "123", "Jane Doe", 0),
+        "Zoë O'Neil_77_assignsubmission_file_01_tiny.ipynb": ("moodle-77", "moodle", "77", "Zoë O'Neil", 0),
         "kim-lee_01_tiny.ipynb": ("kim-lee", "", "kim-lee", "", False),
         "Kim Lee_01_tiny.ipynb": (kim, "", "Kim Lee", "", False),
         "sub/folder/max_01_tiny.ipynb": ("max", "", "max", "", False),
@@ -289,8 +289,9 @@ def test_nbgrader_layout(tmp_path: Path, notebook_text: str, stranger_text: str)
         },
     )
     subs, rejected = run(inbox, tmp_path, files=9)
+    bob = "Bob_Smith-" + hashlib.sha256(b"Bob Smith").hexdigest()[:6]
     assert [(s.student, s.assignment, s.origin) for s in subs] == [
-        ("Bob_Smith-" + hashlib.sha256(b"Bob Smith").hexdigest()[:6], TINY, "Bob Smith/01_tiny/01_tiny.ipynb"),
+        (bob, TINY, "Bob Smith/01_tiny/01_tiny.ipynb"),
         ("jane", TINY, "jane/01_tiny/01_tiny.ipynb"),
     ]
     layout = "not in nbgrader's <student>/<assignment>/<notebook> layout"
