@@ -60,7 +60,7 @@ def check_database(db_url: str) -> str:
     An empty database is fine (nbgrader creates its tables); a database with tables must hold
     nbgrader's schema at the version this nbgrader expects.
     """
-    from nbgrader.dbutil import get_alembic_version
+    from nbgrader.api import get_alembic_version
     from sqlalchemy import create_engine, inspect, text
     from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
 
