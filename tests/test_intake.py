@@ -137,7 +137,7 @@ def test_flat_folder_every_rejection_reason(tmp_path: Path, notebook_text: str, 
         "empty_01_tiny.ipynb": "empty file",
         "corrupt_01_tiny.ipynb": "not valid notebook JSON (JSONDecodeError: "
         "Expecting ',' delimiter: line 1 column 32 (char 31))",
-        "list_01_tiny.ipynb": "not a notebook: the JSON is a list, not an object",
+        "list_01_tiny.ipynb": "not a notebook: the file holds a JSON list, not an object",
         "binary_01_tiny.ipynb": "not valid notebook JSON (JSONDecodeError: "
         "Expecting value: line 1 column 1 (char 0))",
         "utils.py": "not a notebook (.ipynb) file",

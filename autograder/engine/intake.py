@@ -174,7 +174,7 @@ def read_notebook(path: Path) -> NotebookNode:
     except ValueError as exc:
         raise NotebookError(f"not valid notebook JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):
-        raise NotebookError(f"not a notebook: the JSON is a {type(data).__name__}, not an object")
+        raise NotebookError(f"not a notebook: the file holds a JSON {type(data).__name__}, not an object")
     major = data.get("nbformat")
     if major not in (3, 4):
         raise NotebookError(f"not a notebook: nbformat version {major!r}, expected 4 (or 3)")
