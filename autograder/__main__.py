@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.build import COURSE, NOTEBOOKS
+from autograder.build import COURSE, NOTEBOOKS, SOLUTIONS
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -49,6 +49,7 @@ def _grade(args: argparse.Namespace) -> int:
             args.submissions,
             args.assignment,
             root=args.course,
+            solutions=args.solutions,
             workers=args.workers,
             force=args.force,
             db_url=args.db_url,
@@ -90,7 +91,7 @@ def _report(args: argparse.Namespace) -> int:
     from autograder.engine import outputs
     from autograder.engine.pipeline import report_course
 
-    report = report_course(args.course, db_url=args.db_url, out=args.out)
+    report = report_course(args.course, args.solutions, db_url=args.db_url, out=args.out)
     print(outputs.table(report.outcomes))
     _print_files(report.files, args.course)
     for warning in report.warnings:
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("submissions", type=Path, help="folder or .zip of submissions")
     p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
     p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
+    p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")
     p.add_argument(
@@ -192,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
     p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/grading)")
+    p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
     p.set_defaults(run=_report)
 
     p = commands.add_parser(

@@ -420,10 +420,12 @@ def failure_signature(o: Outcome) -> str | None:
     if o.status == "stopped" and o.reason:
         return re.sub(r"\d+(\.\d+)?", "N", o.reason.split(" (in cell")[0])
     if o.score == 0 and o.cells:
-        text = " ".join([c["feedback"] for c in o.cells] + o.errors)
-        kinds = [k for k in re.findall(r"\b(\w+(?:Error|Exception))\b", text) if k != "NotImplementedError"]
-        if kinds:
-            return f"0 points, with {Counter(kinds).most_common(1)[0][0]} raised"
+        # the first error is the cause: a failing cell of the learner's own comes before the tests
+        for text in (" ".join(o.errors), " ".join(c["feedback"] for c in o.cells)):
+            found = re.findall(r"\b(\w+(?:Error|Exception))\b", text)
+            kinds = [k for k in found if k != "NotImplementedError"]
+            if kinds:
+                return f"0 points, with {Counter(kinds).most_common(1)[0][0]} raised"
     return None
 
 

@@ -107,6 +107,8 @@ def grade_class(
     :class:`~autograder.engine.roster.RosterError` before grading anything when the gradebook or the
     roster cannot be used.
     """
+    if db_url is None:
+        root.mkdir(parents=True, exist_ok=True)
     db = gradebook.check_database(db_url or f"sqlite:///{root / 'gradebook.db'}")
     people = load_roster(roster) if roster else None
     course = ensure_course(root, solutions, db)
