@@ -290,3 +290,29 @@ def test_the_moodle_files(tmp_path: Path) -> None:
         ["Jane", "Doe", "jd1@x.example", "10", "6", "16"],
         ["Jane", "Doe", "jd2@x.example", "4", "", "4"],
     ]
+
+
+def test_nbgrader_layout_reads_the_submission_time(tmp_path: Path, text: str) -> None:
+    folder = tmp_path / "submitted" / "jane" / TINY
+    folder.mkdir(parents=True)
+    (folder / f"{TINY}.ipynb").write_text(text)
+    (folder / "timestamp.txt").write_text("2026-10-02 09:30:00.123456 UTC")
+    subs, rejected = run(tmp_path / "submitted", tmp_path, files=1)
+    assert rejected == {}
+    assert [(s.student, s.lms, s.timestamp) for s in subs] == [
+        ("jane", "nbgrader", "2026-10-02T09:30:00.123456")
+    ]
+
+
+def test_the_grade_command_refuses_an_unusable_gradebook_before_grading(tmp_path: Path, capsys) -> None:
+    from autograder.__main__ import main
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    code = main(["grade", TINY, str(inbox), "--course", str(tmp_path / "course"),
+                 "--solutions", str(FIXTURE.parent), "--db-url", "mysql://nowhere/x"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no database driver for mysql://nowhere/x is installed")
+    assert err.rstrip().endswith("Nothing was graded.")
+    assert not (tmp_path / "course" / "source").exists()
