@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {build,validate,grade,check,demo} [--help]``."""
+"""Command line: ``python -m autograder {build,validate,grade,report,check,demo} [--help]``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.build import COURSE, NOTEBOOKS
+from autograder.build import COURSE, NOTEBOOKS, SOLUTIONS
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -33,7 +33,9 @@ def _validate(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from autograder.engine import outputs
     from autograder.engine.grade import Limits
+    from autograder.engine.gradebook import GradebookError
     from autograder.engine.pipeline import grade_class
+    from autograder.engine.roster import RosterError
 
     limits = Limits(
         cell_seconds=args.cell_timeout,
@@ -42,22 +44,58 @@ def _grade(args: argparse.Namespace) -> int:
         output_bytes=int(args.output_mb * 1024**2),
     )
     use_jail = False if args.no_jail else None
-    result = grade_class(
-        args.submissions,
-        args.assignment,
-        root=args.course,
-        workers=args.workers,
-        force=args.force,
-        db_url=args.db_url,
-        limits=limits,
-        use_jail=use_jail,
-        out=args.out,
-    )
+    try:
+        result = grade_class(
+            args.submissions,
+            args.assignment,
+            root=args.course,
+            solutions=args.solutions,
+            workers=args.workers,
+            force=args.force,
+            db_url=args.db_url,
+            limits=limits,
+            use_jail=use_jail,
+            out=args.out,
+            roster=args.roster,
+            due=args.due,
+            late_penalty=args.late_penalty,
+        )
+    except (GradebookError, RosterError) as exc:
+        print(f"error: {exc}. Nothing was graded.", file=sys.stderr)
+        return 2
     print(outputs.table(result.outcomes))
-    print(f"\n{result.summary.read_text().splitlines()[2]}")
     for r in result.rejected:
-        print(f"rejected {r.origin}: {r.reason}")
-    print(f"\nSummary: {result.summary}\nGrades:  {result.grades_csv}\nFeedback: {args.course / 'feedback'}")
+        if not r.other_assignment:
+            print(f"rejected {r.origin}: {r.reason}")
+    aside = [r for r in result.rejected if r.other_assignment]
+    if aside:
+        print(f"{len(aside)} files of other assignments set aside (listed in the summary)")
+    _print_files(result.files, args.course)
+    for warning in result.warnings:
+        print(f"\nWARNING: {warning}.", file=sys.stderr)
+    if result.interrupted:
+        return 130
+    if result.systemic:
+        return 3
+    return 1 if result.gradebook_error else 0
+
+
+def _print_files(files: dict[str, Path], course: Path) -> None:
+    print()
+    for key, path in files.items():
+        print(f"{key + ':':<12} {path}")
+    print(f"{'feedback:':<12} {course / 'feedback'}")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from autograder.engine import outputs
+    from autograder.engine.pipeline import report_course
+
+    report = report_course(args.course, args.solutions, db_url=args.db_url, out=args.out)
+    print(outputs.table(report.outcomes))
+    _print_files(report.files, args.course)
+    for warning in report.warnings:
+        print(f"\nWARNING: {warning}.", file=sys.stderr)
     return 0
 
 
@@ -118,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("submissions", type=Path, help="folder or .zip of submissions")
     p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
     p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
+    p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")
     p.add_argument(
@@ -130,7 +169,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-gb", type=float, default=4, help="address space per kernel in GiB (default 4)")
     p.add_argument("--output-mb", type=float, default=2, help="output per notebook in MiB (default 2)")
     p.add_argument("--no-jail", action="store_true", help="run kernels without namespaces (not recommended)")
+    p.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        help="the class roster: a Canvas or Moodle gradebook export, a Moodle grading worksheet, or "
+        "nbgrader's student list (CSV); files of students not on it are rejected",
+    )
+    p.add_argument(
+        "--due", default=None, help="the due date of the assignments graded (e.g. 2026-10-01 23:59 UTC)"
+    )
+    p.add_argument(
+        "--late-penalty",
+        choices=["none", "zero"],
+        default="none",
+        help="nbgrader's late-submission penalty method (default none)",
+    )
     p.set_defaults(run=_grade)
+
+    p = commands.add_parser(
+        "report",
+        help="write every output again from the gradebook (manual scores included), without grading",
+    )
+    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
+    p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/grading)")
+    p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
+    p.set_defaults(run=_report)
 
     p = commands.add_parser(
         "check", help="grade your own notebook with the visible tests and show the feedback"

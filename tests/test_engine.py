@@ -313,7 +313,10 @@ def test_every_input_file_is_accounted_for(graded) -> None:
     assert "none of its answer cells" in reasons[f"stranger_{ASSIGNMENT}.ipynb"]
     files = len(list((root.parent / "inbox").iterdir()))
     assert result.inputs == len(result.outcomes) + len(result.rejected) == files == 28
-    assert f"Accounted for: {result.inputs} of {result.inputs}" in result.summary.read_text()
+    assert (
+        f"Last run: accounted for: {result.inputs} of {result.inputs} input files"
+        in result.summary.read_text()
+    )
 
 
 def test_scores_are_in_the_gradebook(graded) -> None:

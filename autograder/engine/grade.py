@@ -9,8 +9,12 @@ For each submission the engine
    kills the runner's whole process tree if it overruns its hard limit;
 3. recomputes every graded cell's score from the evidence the cell recorded, in this process
    (:mod:`autograder.engine.verdicts`);
-4. stores the result (a JSON file per submission, so a re-run skips what is done and an
-   interrupted run resumes), writes the scores into nbgrader's gradebook and the feedback HTML.
+4. stores the result (a JSON file per submission, keyed by the submission's hash and the course
+   version, so a re-run skips what is done, an interrupted run resumes, and a changed check or
+   hidden test regrades), writes the scores into nbgrader's gradebook and the feedback HTML.
+
+Ctrl-C (:meth:`Grader.cancel`) stops new notebooks from starting; the running ones finish, or are
+cancelled on a second Ctrl-C, and a cancelled notebook leaves no stored result, so a re-run grades it.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ import nbformat
 
 from autograder.build import Assignment
 from autograder.engine import jail, method, seeds
-from autograder.engine.intake import Submission
-from autograder.engine.prepare import prepare
+from autograder.engine.intake import Submission, read_notebook
+from autograder.engine.prepare import Prepared, prepare
 from autograder.engine.verdicts import grade_notebook
 
 
@@ -82,6 +86,19 @@ class Outcome:
     """The fresh seed of each graded cell's final call in this run (:mod:`autograder.engine.seeds`)."""
     flags: list[str] = field(default_factory=list)
     """Answers that skip their exercise, by a static look at the code (:mod:`autograder.engine.method`)."""
+    lms: str = ""
+    lms_id: str = ""
+    name: str = ""
+    late: bool = False
+    timestamp: str = ""
+    """Who submitted it and when, as :class:`~autograder.engine.intake.Submission` has it."""
+    course_version: str = ""
+    """:func:`course_version` of the assignment when it was graded."""
+    regraded: str = ""
+    """Why a submission graded before was graded again (the course changed), or empty."""
+    adjustment: str = ""
+    """In outputs only: what changed the automatic score in the gradebook (a manual score, a late
+    penalty); ``score`` is then the gradebook's final score."""
 
     def to_json(self) -> str:
         """The outcome as JSON, for the results store."""
@@ -91,6 +108,45 @@ class Outcome:
 def sha256(path: Path) -> str:
     """The file's SHA-256, which tells a re-run whether a submission changed."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: The code a score depends on besides the source notebook: both halves of the checks and what they
+#: are built from (modules or packages, found wherever they are installed).
+GRADING_CODE = (
+    "autograder.checks",
+    "autograder.grading",
+    "autograder.calling",
+    "autograder.compare",
+    "autograder.evidence",
+    "autograder.report",
+    "autograder.tolerances",
+    "utils",
+)
+
+
+def _code_files(module: str) -> list[tuple[str, Path]]:
+    """The Python files of a module or package, each with its path inside the package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return sorted(
+            (str(p.relative_to(d)), p) for d in spec.submodule_search_locations for p in Path(d).rglob("*.py")
+        )
+    return [(Path(spec.origin).name, Path(spec.origin))] if spec.origin else []
+
+
+def course_version(source_notebook: Path) -> str:
+    """A hash of what a score depends on besides the submission: the assignment's source notebook
+    (its tests, hidden ones included) and the checks' code. A stored result with another version is
+    graded again."""
+    digest = hashlib.sha256(source_notebook.read_bytes())
+    for module in GRADING_CODE:
+        for name, f in _code_files(module):
+            digest.update(f"{module}/{name}".encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
 
 
 class Grader:
@@ -124,12 +180,36 @@ class Grader:
         self._lock = threading.Lock()
         self._runners: list[RunnerProcess] = []
         self._font_caches: list[Path] | None = None
+        self._versions: dict[str, str] = {}
+        self.regrade_reasons: dict[tuple[str, str], str] = {}
+        self.stopping = threading.Event()
+        """Set by :meth:`cancel`: no new notebook starts."""
+        self.cancelled = threading.Event()
+        """Set by :meth:`cancel` with ``running=True``: running notebooks are killed and not stored."""
 
     def close(self) -> None:
         """Stop the runner processes and remove the scratch folder."""
         for runner in self._runners:
-            runner.stop()
+            if self.cancelled.is_set():
+                runner.kill()
+            else:
+                runner.stop()
         shutil.rmtree(self.work, ignore_errors=True)
+
+    def cancel(self, running: bool = False) -> None:
+        """Start no new notebook; with ``running``, also kill the running ones (not stored)."""
+        self.stopping.set()
+        if running:
+            self.cancelled.set()
+            for runner in list(self._runners):
+                runner.kill()
+
+    def version(self, assignment: str) -> str:
+        """:func:`course_version` of an assignment, computed once per run."""
+        if assignment not in self._versions:
+            a = self.assignments[assignment]
+            self._versions[assignment] = course_version(self.root / "source" / a.name / a.notebook)
+        return self._versions[assignment]
 
     # -- per submission -------------------------------------------------------------------------
 
@@ -138,17 +218,24 @@ class Grader:
         return self.results / sub.assignment / f"{sub.student}.json"
 
     def done(self, sub: Submission, digest: str) -> Outcome | None:
-        """The stored outcome of an unchanged, already graded submission, or None."""
+        """The stored outcome of an unchanged submission graded by this version of the course, or None
+        (with the reason in :attr:`regrade_reasons` when the course changed since)."""
         path = self.result_path(sub)
         if not path.exists():
             return None
         try:
             data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            stored = Outcome(**data)
+        except (OSError, TypeError, json.JSONDecodeError):
             return None
-        if data.get("sha256") != digest:
+        if stored.sha256 != digest:
             return None
-        return Outcome(**data)
+        if stored.course_version != self.version(sub.assignment):
+            self.regrade_reasons[(sub.student, sub.assignment)] = (
+                "graded again: the assignment's tests or the checks changed since it was graded"
+            )
+            return None
+        return stored
 
     def _notebooks(self, assignment: str) -> tuple[Any, Any]:
         if assignment not in self._sources:
@@ -158,8 +245,12 @@ class Grader:
             self._sources[assignment] = (source, release)
         return self._sources[assignment]
 
-    def grade_one(self, sub: Submission) -> Outcome:
-        """Run and grade one submission; never raises: a failure becomes an outcome with its reason."""
+    def grade_one(self, sub: Submission) -> Outcome | None:
+        """Run and grade one submission; never raises: a failure becomes an outcome with its reason.
+
+        Returns None, storing nothing, when the run was cancelled (Ctrl-C) before it finished."""
+        if self.stopping.is_set():
+            return None
         start = time.monotonic()
         digest = sha256(sub.path)
         try:
@@ -169,14 +260,28 @@ class Grader:
                 sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, self.max_score(sub)
             )
             outcome.reason = f"the grader could not grade this notebook: {type(exc).__name__}: {exc}"
+        if self.cancelled.is_set():
+            return None
         outcome.seconds = round(time.monotonic() - start, 3)
         outcome.jailed = self.jailed
+        outcome.lms, outcome.lms_id, outcome.name = sub.lms, sub.lms_id, sub.name
+        outcome.late, outcome.timestamp = sub.late, sub.timestamp
+        outcome.course_version = self.version(sub.assignment)
+        outcome.regraded = self.regrade_reasons.get((sub.student, sub.assignment), "")
+        self.store(sub, outcome)
+        return outcome
+
+    def store(self, sub: Submission, outcome: Outcome) -> None:
+        """Keep a submission's outcome, so that a re-run skips it."""
         path = self.result_path(sub)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(outcome.to_json())
         tmp.replace(path)
-        return outcome
+
+    def forget(self, sub: Submission) -> None:
+        """Drop a submission's stored outcome, so that a re-run grades it again."""
+        self.result_path(sub).unlink(missing_ok=True)
 
     def max_score(self, sub: Submission) -> float:
         """The points a notebook of the submission's assignment is worth."""
@@ -188,22 +293,41 @@ class Grader:
         )
 
     def _grade(self, sub: Submission, digest: str) -> Outcome:
+        """Prepare, run, score: the steps of grading one submission."""
         source, release = self._notebooks(sub.assignment)
-        submitted = nbformat.read(sub.path, as_version=4)
-        prepared, drawn = seeds.fresh(
-            prepare(submitted, source, release), self.seeds.get((sub.student, sub.assignment))
-        )
+        recorded = self.seeds.get((sub.student, sub.assignment))
+        prepared, drawn = seeds.fresh(prepare(read_notebook(sub.path), source, release), recorded)
+        kind = kernel_kind(source)
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
+        try:
+            job_path = self._write_job(sub, prepared, job_dir, kind)
+            spawned = time.time()
+            killed, last_line = self._run(job_path)
+            exited = time.time()
+            events = _read_events(Path(json.loads(job_path.read_text())["events"]))
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            for leftover in self.work.glob(f"{job_dir.name}.*"):
+                leftover.unlink(missing_ok=True)
+        if not any(e.get("event") == "end" for e in events):
+            events.append(
+                {"event": "end", "reason": "killed" if killed else "runner_failed", "detail": last_line}
+            )
+        self._hide_tests_in_executed(sub, release)
+        timing = timing_breakdown(events, spawned, exited)
+        return self._outcome(sub, digest, prepared, events, timing, drawn, kind)
+
+    def _write_job(self, sub: Submission, prepared: Prepared, job_dir: Path, kind: str) -> Path:
+        """Write the notebook to run into its job folder, and the job (and jail) description beside it."""
         self._seed_matplotlib_cache(job_dir / ".matplotlib")
         # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
         notebook = self.work / f"{job_dir.name}.ipynb"
         nbformat.write(prepared.notebook, notebook)
-        events_path = self.work / f"{job_dir.name}.events.jsonl"
         job: dict[str, Any] = {
             "notebook": str(notebook),
             "workdir": str(job_dir),
-            "events": str(events_path),
-            "kernel": kernel_kind(source),
+            "events": str(self.work / f"{job_dir.name}.events.jsonl"),
+            "kernel": kind,
             "grade_cells": [c.grade_id for c in prepared.grade_cells],
             "cell_timeout": self.limits.cell_seconds,
             "notebook_timeout": self.limits.notebook_seconds,
@@ -216,7 +340,7 @@ class Grader:
                 memory_bytes=self.limits.memory_bytes,
                 file_bytes=self.limits.file_bytes,
                 processes=self.limits.processes,
-                numpy_only=job["kernel"] == "numpy",
+                numpy_only=kind == "numpy",
             )
             spec_path = self.work / f"{job_dir.name}.jail.json"
             spec_path.write_text(json.dumps(spec))
@@ -225,20 +349,37 @@ class Grader:
         self._autograded_path(sub).parent.mkdir(parents=True, exist_ok=True)
         job_path = self.work / f"{job_dir.name}.job.json"
         job_path.write_text(json.dumps(job))
+        return job_path
 
-        spawned = time.time()
-        killed, last_line = self._run(job_path)
-        exited = time.time()
-        events = _read_events(events_path)
-        if not any(e.get("event") == "end" for e in events):
-            events.append(
-                {"event": "end", "reason": "killed" if killed else "runner_failed", "detail": last_line}
-            )
+    def _hide_tests_in_executed(self, sub: Submission, release: Any) -> None:
+        """Put the student version's test cells into the executed notebook in ``autograded/``, which
+        formgrader shows and nbgrader's feedback renders: no hidden test source is left in it."""
+        path = self._autograded_path(sub)
+        if not path.exists():
+            return
+        visible = {
+            c.get("id"): c.source
+            for c in release.cells
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+        }
+        executed = nbformat.read(path, as_version=4)
+        for cell in executed.cells:
+            if cell.get("id") in visible:
+                cell.source = visible[cell.get("id")]
+        nbformat.write(executed, path)
+
+    def _outcome(
+        self,
+        sub: Submission,
+        digest: str,
+        prepared: Prepared,
+        events: list[dict[str, Any]],
+        timing: dict,
+        drawn: dict[str, int],
+        kind: str,
+    ) -> Outcome:
+        """Recompute the scores from the cells' evidence, outside the kernel, and assemble the outcome."""
         result = grade_notebook(prepared.grade_cells, events)
-        shutil.rmtree(job_dir, ignore_errors=True)
-        for leftover in self.work.glob(f"{job_dir.name}.*"):
-            leftover.unlink(missing_ok=True)
-
         answers = [
             {"id": c.get("id", ""), "source": c.source}
             for c in prepared.notebook.cells
@@ -255,7 +396,7 @@ class Grader:
         cells = [asdict(c) for c in result.cells]
         for cell in cells:
             cell["feedback"] = seeds.redact(cell["feedback"], hidden)
-        flagged = method.flags(answers, numpy_only=job["kernel"] == "numpy")
+        flagged = method.flags(answers, numpy_only=kind == "numpy")
         if self.withhold_flagged and flagged:
             _withhold(cells, flagged, prepared.notebook)
         return Outcome(
@@ -272,7 +413,7 @@ class Grader:
             errors=errors,
             answers=answers,
             run_seconds=round(sum(e.get("seconds", 0.0) for e in events if e.get("event") == "cell"), 3),
-            timing=timing_breakdown(events, spawned, exited),
+            timing=timing,
             seeds=drawn,
             flags=[f.describe() for f in flagged],
         )
@@ -314,7 +455,10 @@ class Grader:
         force: bool = False,
         on_done: Callable[[Outcome, bool], None] | None = None,
     ) -> list[Outcome]:
-        """Grade every submission (skipping unchanged, already graded ones unless ``force``)."""
+        """Grade every submission (skipping unchanged, already graded ones unless ``force``).
+
+        On Ctrl-C no new notebook starts and the running ones finish (a second Ctrl-C cancels them);
+        the outcomes so far are returned and :attr:`stopping` is set."""
         outcomes: list[Outcome] = []
         todo: list[Submission] = []
         for sub in submissions:
@@ -325,14 +469,35 @@ class Grader:
                     on_done(previous, True)
             else:
                 todo.append(sub)
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            futures = {pool.submit(self.grade_one, sub): sub for sub in todo}
+        pool = ThreadPoolExecutor(max_workers=self.workers)
+        futures = [pool.submit(self.grade_one, sub) for sub in todo]
+        try:
             for future in as_completed(futures):
-                outcome = future.result()
-                outcomes.append(outcome)
-                if on_done:
-                    on_done(outcome, False)
+                self._collect(future.result(), outcomes, on_done)
+        except KeyboardInterrupt:
+            self.cancel()
+            running = sum(1 for f in futures if f.running())
+            sys.stderr.write(
+                f"\nInterrupted: no new notebook starts; finishing the {running} running "
+                "(Ctrl-C again to cancel them).\n"
+            )
+            try:
+                for future in futures:
+                    if not future.cancelled():
+                        self._collect(future.result(), outcomes, on_done)
+            except KeyboardInterrupt:
+                self.cancel(running=True)
+                sys.stderr.write("Cancelling the running notebooks.\n")
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         return sorted(outcomes, key=lambda o: (o.assignment, o.student))
+
+    @staticmethod
+    def _collect(outcome: Outcome | None, outcomes: list[Outcome], on_done) -> None:
+        if outcome is not None and outcome not in outcomes:
+            outcomes.append(outcome)
+            if on_done:
+                on_done(outcome, False)
 
 
 class RunnerProcess:

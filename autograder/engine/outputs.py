@@ -1,4 +1,11 @@
-"""What grading leaves behind: gradebook scores, feedback pages, a grades CSV and a class summary.
+"""What grading leaves behind, for the whole course: feedback pages, grades CSV, per-student totals,
+a class summary, a histogram and the files to import into the LMS.
+
+Every output describes the course (every assignment, every run so far), not one command: it is
+rebuilt by :func:`write_report` from the stored outcomes (``<course>/autograder/results/``), the
+ledger of input files every run kept (``<course>/autograder/runs.jsonl``) and the final scores in
+nbgrader's gradebook (:func:`autograder.engine.gradebook.final_scores`: manual adjustments made in
+formgrader and late penalties included). ``python -m autograder report`` runs it without grading.
 
 The feedback a learner reads is built here from trusted results only: the check reports the engine
 recomputed, the learner's own answer code, and the reason when something stopped the notebook.
@@ -9,36 +16,17 @@ from __future__ import annotations
 
 import csv
 import html
-import warnings
+import json
+import re
+import shutil
 from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder.build import Assignment
+from autograder.engine import gradebook, lms
 from autograder.engine.grade import Outcome
 from autograder.engine.intake import Rejected
-
-
-def write_gradebook(db_url: str, outcomes: list[Outcome], assignments: dict[str, Assignment]) -> None:
-    """Store every graded outcome's cell scores as nbgrader auto scores, creating students as needed."""
-    from nbgrader.api import Gradebook, MissingEntry
-    from sqlalchemy.exc import SAWarning
-
-    warnings.filterwarnings("ignore", category=SAWarning)
-    with Gradebook(db_url) as gb:
-        for o in outcomes:
-            if o.status == "failed":
-                continue
-            notebook = Path(assignments[o.assignment].notebook).stem
-            gb.update_or_create_student(o.student)
-            try:
-                gb.find_submission(o.assignment, o.student)
-            except MissingEntry:
-                gb.add_submission(o.assignment, o.student)
-            for cell in o.cells:
-                grade = gb.find_grade(cell["grade_id"], notebook, o.assignment, o.student)
-                grade.auto_score = cell["score"]
-            gb.db.commit()
-
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }
@@ -61,9 +49,11 @@ def feedback_html(o: Outcome) -> str:
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{e(o.assignment)}: {e(o.student)}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        f"<h1>{e(o.assignment)}</h1><p>Student: <b>{e(o.student)}</b></p>",
+        f"<h1>{e(o.assignment)}</h1><p>Student: <b>{e(o.name or o.student)}</b></p>",
         f"<p class='score {_cls(o.score, o.max_score)}'>Score: {o.score:g} / {o.max_score:g}</p>",
     ]
+    if o.adjustment:
+        parts.append(f"<p class='stop'>{e(o.adjustment[0].upper() + o.adjustment[1:])}.</p>")
     if o.reason:
         parts.append(
             f"<p class='stop'>{e(o.reason[0].upper() + o.reason[1:])}. "
@@ -102,26 +92,100 @@ def write_feedback(root: Path, outcomes: list[Outcome], assignments: dict[str, A
         path.write_text(feedback_html(o), encoding="utf-8")
 
 
+CSV_COLUMNS = [
+    "student",
+    "name",
+    "lms_id",
+    "assignment",
+    "score",
+    "max_score",
+    "automatic_score",
+    "adjustment",
+    "status",
+    "late",
+    "submitted",
+    "reason",
+    "file",
+]
+
+
 def write_csv(path: Path, outcomes: list[Outcome], rejected: list[Rejected]) -> None:
-    """One row per input file: graded, stopped and failed submissions, then rejected files."""
+    """One row per input file of the course: graded, stopped and failed submissions (final scores),
+    then files of other assignments set aside, then rejected files; every row names its student
+    (``(unknown)`` when the file did not say)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["student", "assignment", "score", "max_score", "status", "reason", "file"])
+        w.writerow(CSV_COLUMNS)
         for o in outcomes:
+            auto = sum(c["score"] for c in o.cells) if o.status != "failed" else 0.0
+            late = "late" if o.late else ""
             w.writerow(
                 [
                     o.student,
+                    o.name,
+                    o.lms_id,
                     o.assignment,
                     f"{o.score:g}",
                     f"{o.max_score:g}",
+                    f"{auto:g}",
+                    o.adjustment,
                     o.status,
+                    late,
+                    o.timestamp,
                     o.reason or "",
                     o.origin,
                 ]
             )
-        for r in rejected:
-            w.writerow(["", "", "", "", "rejected", r.reason, r.origin])
+        for r in sorted(rejected, key=lambda r: (not r.other_assignment, r.origin)):
+            status = "other assignment" if r.other_assignment else "rejected"
+            w.writerow(
+                [
+                    r.student or "(unknown)",
+                    "",
+                    "",
+                    r.assignment,
+                    "",
+                    "",
+                    "",
+                    "",
+                    status,
+                    "",
+                    "",
+                    r.reason,
+                    r.origin,
+                ]
+            )
+
+
+def write_totals(path: Path, outcomes: list[Outcome], finals: dict) -> None:
+    """Per-student totals: one row per student, a column per assignment, the total and the maximum."""
+    names = sorted({o.assignment for o in outcomes})
+    rows: dict[str, dict[str, Outcome]] = defaultdict(dict)
+    for o in outcomes:
+        rows[o.student][o.assignment] = o
+    maxima = {o.assignment: o.max_score for o in outcomes}
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "name", "email", "lms_id", *names, "total", "max_total"])
+        for student in sorted(rows):
+            got = rows[student]
+            any_o = next(iter(got.values()))
+            final = next((finals[(student, a)] for a in got if (student, a) in finals), None)
+            name = (
+                " ".join(x for x in (final.first_name, final.last_name) if x) if final else ""
+            ) or any_o.name
+            w.writerow(
+                [
+                    student,
+                    name,
+                    final.email if final else "",
+                    any_o.lms_id,
+                    *(f"{got[a].score:g}" if a in got else "" for a in names),
+                    f"{sum(o.score for o in got.values()):g}",
+                    f"{sum(maxima[a] for a in names):g}",
+                ]
+            )
 
 
 def pass_rates(outcomes: list[Outcome]) -> list[tuple[str, str, int, float, float]]:
@@ -165,25 +229,67 @@ def histogram(path: Path, outcomes: list[Outcome]) -> None:
     plt.close(fig)
 
 
-def summary_text(outcomes: list[Outcome], rejected: list[Rejected], inputs: int) -> str:
-    """The class summary as Markdown: accounting, the scores table, per-test pass rates, problems."""
-    status = Counter(o.status for o in outcomes)
+def summary_text(
+    outcomes: list[Outcome], rejected: list[Rejected], runs: list[dict], warnings: list[str] | None = None
+) -> str:
+    """The course summary as Markdown: warnings, the accounting of every run, the final scores, the
+    pass rate of every test, every problem, and the files set aside and rejected."""
     lines = ["# Grading summary", ""]
+    status = Counter(o.status for o in outcomes)
+    aside = [r for r in rejected if r.other_assignment]
+    refused = [r for r in rejected if not r.other_assignment]
     lines.append(
-        f"{inputs} input files: {status['graded']} graded, {status['stopped']} graded but stopped early, "
-        f"{status['failed']} failed, {len(rejected)} rejected."
+        f"{len(outcomes)} submissions in the course: {status['graded']} graded, "
+        f"{status['stopped']} graded but stopped early, {status['failed']} failed; "
+        f"{len(refused)} files rejected, {len(aside)} files of other assignments set aside."
     )
-    accounted = status["graded"] + status["stopped"] + status["failed"] + len(rejected)
-    lines.append(f"Accounted for: {accounted} of {inputs}" + ("" if accounted == inputs else " (MISMATCH)"))
+    for warning in warnings or []:
+        lines += ["", f"**WARNING: {warning}**"]
     if outcomes and not all(o.jailed for o in outcomes):
-        lines.append("")
-        lines.append(
+        lines += [
+            "",
             "Warning: some notebooks ran without the jail (not root, or no mount namespaces here): their "
-            "code could read files on this machine. Scores are still recomputed outside their kernels."
-        )
-    lines += ["", "## Scores", "", "| student | assignment | score | status |", "|---|---|---|---|"]
+            "code could read files on this machine. Scores are still recomputed outside their kernels.",
+        ]
+    if runs:
+        lines += [
+            "",
+            "## Runs",
+            "",
+            "| when | assignment | input | files | graded now | already graded | "
+            "rejected | other assignments | note |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for run in runs:
+            c = run.get("counts", {})
+            accounted = sum(c.get(k, 0) for k in ("graded", "skipped", "rejected", "other", "not_graded"))
+            note = "; ".join(x for x in [run.get("note", "")] if x)
+            if accounted != c.get("inputs", 0):
+                note = (note + "; " if note else "") + f"MISMATCH: {accounted} accounted for"
+            lines.append(
+                f"| {run.get('time', '')} | {run.get('assignment', '')} | {run.get('inputs', '')} | "
+                f"{c.get('inputs', 0)} | {c.get('graded', 0)} | {c.get('skipped', 0)} | "
+                f"{c.get('rejected', 0)} | {c.get('other', 0)} | {note} |"
+            )
+        last = runs[-1].get("counts", {})
+        accounted = sum(last.get(k, 0) for k in ("graded", "skipped", "rejected", "other", "not_graded"))
+        lines += [
+            "",
+            f"Last run: accounted for: {accounted} of {last.get('inputs', 0)} input files"
+            + ("" if accounted == last.get("inputs", 0) else " (MISMATCH)"),
+        ]
+    lines += [
+        "",
+        "## Scores",
+        "",
+        "| student | name | assignment | score | status | late | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for o in outcomes:
-        lines.append(f"| {o.student} | {o.assignment} | {o.score:g} / {o.max_score:g} | {o.status} |")
+        lines.append(
+            f"| {o.student} | {o.name} | {o.assignment} | {o.score:g} / {o.max_score:g} | {o.status} | "
+            f"{'late' if o.late else ''} | {o.adjustment} |"
+        )
     lines += [
         "",
         "## Pass rate per test",
@@ -193,14 +299,17 @@ def summary_text(outcomes: list[Outcome], rejected: list[Rejected], inputs: int)
     ]
     for assignment, test, n, full, mean in pass_rates(outcomes):
         lines.append(f"| {assignment} | {test} | {n} | {100 * full:.0f}% | {100 * mean:.0f}% |")
-    problems = [o for o in outcomes if o.reason or o.restored]
-    if problems or rejected:
+    problems = [o for o in outcomes if o.reason or o.restored or o.regraded]
+    if problems or refused:
         lines += ["", "## Problems", ""]
         for o in problems:
-            why = "; ".join(x for x in [o.reason, *o.restored] if x)
+            why = "; ".join(x for x in [o.reason, *o.restored, o.regraded] if x)
             lines.append(f"- {o.student} / {o.assignment} ({o.origin}): {why}")
-        for r in rejected:
-            lines.append(f"- rejected {r.origin}: {r.reason}")
+        for r in refused:
+            lines.append(f"- rejected {r.origin} (student {r.student or 'unknown'}): {r.reason}")
+    if aside:
+        lines += ["", "## Files of other assignments (set aside, not graded in that run)", ""]
+        lines.extend(f"- {r.origin} (student {r.student or 'unknown'}): {r.assignment}" for r in aside)
     return "\n".join(lines) + "\n"
 
 
@@ -232,3 +341,199 @@ def table(outcomes: list[Outcome]) -> str:
         "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + ("  " + r[-1] if r[-1] else "")
         for r in out
     )
+
+
+# -- the course's record and its report -------------------------------------------------------------
+
+
+def load_outcomes(root: Path) -> list[Outcome]:
+    """Every stored outcome of the course (all assignments, all runs), by assignment and student."""
+    found = []
+    for path in sorted((root / "autograder" / "results").glob("*/*.json")):
+        try:
+            found.append(Outcome(**json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, TypeError, ValueError):
+            continue
+    return sorted(found, key=lambda o: (o.assignment, o.student))
+
+
+def runs_path(root: Path) -> Path:
+    """The ledger of every run's input files: one JSON line per run."""
+    return root / "autograder" / "runs.jsonl"
+
+
+def record_run(root: Path, run: dict) -> None:
+    """Append one run (its time, input, counts, rejected and set-aside files, notes) to the ledger."""
+    path = runs_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(run) + "\n")
+
+
+def load_runs(root: Path) -> list[dict]:
+    """The runs recorded so far, oldest first."""
+    path = runs_path(root)
+    if not path.exists():
+        return []
+    runs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            runs.append(json.loads(line))
+        except ValueError:
+            continue
+    return runs
+
+
+def _latest_rejections(runs: list[dict], outcomes: list[Outcome]) -> list[Rejected]:
+    """Each rejected or set-aside file once (its latest verdict), unless it was graded since."""
+    graded = {o.origin for o in outcomes}
+    latest: dict[str, Rejected] = {}
+    for run in runs:
+        for r in run.get("rejected", []):
+            latest[r["origin"]] = Rejected(**r)
+    return [r for origin, r in sorted(latest.items()) if origin not in graded]
+
+
+def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
+    """Copies of the outcomes whose scores are the gradebook's final ones, with what changed them."""
+    from dataclasses import replace
+
+    result = []
+    for o in outcomes:
+        f = finals.get((o.student, o.assignment))
+        if f is None or o.status == "failed":
+            result.append(o)
+            continue
+        notes = []
+        if f.manual and abs(f.raw_score - o.score) > 1e-9:
+            notes.append(f"adjusted by the instructor to {f.raw_score:g} (automatic score {o.score:g})")
+        if f.late_penalty:
+            notes.append(f"late penalty of {f.late_penalty:g} points")
+        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes)))
+    return result
+
+
+def failure_signature(o: Outcome) -> str | None:
+    """What made a notebook fail or score nothing because of an error, as a class-level pattern, or None."""
+    if o.status == "failed":
+        return o.reason
+    if o.status == "stopped" and o.reason:
+        return re.sub(r"\d+(\.\d+)?", "N", o.reason.split(" (in cell")[0])
+    if o.score == 0 and o.cells:
+        # the first error is the cause: a failing cell of the learner's own comes before the tests
+        for text in (" ".join(o.errors), " ".join(c["feedback"] for c in o.cells)):
+            found = re.findall(r"\b(\w+(?:Error|Exception))\b", text)
+            kinds = [k for k in found if k != "NotImplementedError"]
+            if kinds:
+                return f"0 points, with {Counter(kinds).most_common(1)[0][0]} raised"
+    return None
+
+
+def systemic_failure(outcomes: list[Outcome], share: float = 0.6, minimum: int = 4) -> str | None:
+    """A sentence when most notebooks of a run failed the same way (a broken environment, not a class
+    of zeros), else None."""
+    if len(outcomes) < minimum:
+        return None
+    signatures = Counter(s for s in map(failure_signature, outcomes) if s)
+    if not signatures:
+        return None
+    signature, count = signatures.most_common(1)[0]
+    if count < minimum or count < share * len(outcomes):
+        return None
+    return (
+        f"{count} of the {len(outcomes)} notebooks graded in this run failed the same way ({signature}). "
+        "This looks like a problem of the grading environment, not of the class: their results were "
+        "not stored and not written to the gradebook. Fix the cause and run the same command again."
+    )
+
+
+@dataclass
+class Report:
+    """What :func:`write_report` wrote, and what it read."""
+
+    outcomes: list[Outcome]
+    rejected: list[Rejected]
+    files: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def write_submitted(
+    root: Path,
+    outcomes: list[Outcome],
+    paths: dict[tuple[str, str], Path],
+    assignments: dict[str, Assignment],
+) -> None:
+    """Copy each graded notebook into nbgrader's ``submitted/<student>/<assignment>/`` with its
+    ``timestamp.txt``, where formgrader counts and opens submissions."""
+    for o in outcomes:
+        source = paths.get((o.student, o.assignment))
+        if source is None:
+            continue
+        a = assignments[o.assignment]
+        folder = root / "submitted" / o.student / a.name
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, folder / a.notebook)
+        if o.timestamp:
+            from nbgrader.utils import parse_utc
+
+            (folder / "timestamp.txt").write_text(
+                parse_utc(o.timestamp).strftime("%Y-%m-%d %H:%M:%S.%f UTC"), encoding="utf-8"
+            )
+
+
+def write_report(
+    root: Path,
+    db_url: str,
+    out: Path,
+    assignments: dict[str, Assignment],
+    warnings: list[str] | None = None,
+) -> Report:
+    """Write every output of the course from its record and the gradebook's final scores, without
+    grading: grades CSV, per-student totals, summary, histogram, feedback pages, LMS import files."""
+    warnings = list(warnings or [])
+    outcomes = [o for o in load_outcomes(root) if o.assignment in assignments]
+    try:
+        finals = gradebook.final_scores(db_url)
+    except Exception as exc:  # noqa: BLE001 - the outputs are written anyway, the failure stated
+        finals = {}
+        warnings.append(
+            f"the gradebook could not be read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+            "the scores below are the automatic ones, without manual adjustments or late penalties"
+        )
+    outcomes = with_final_scores(outcomes, finals)
+    runs = load_runs(root)
+    rejected = _latest_rejections(runs, outcomes)
+    report = Report(outcomes, rejected, warnings=warnings)
+    out.mkdir(parents=True, exist_ok=True)
+    write_feedback(root, outcomes, assignments)
+    files = report.files
+    files["grades"] = out / "grades.csv"
+    write_csv(files["grades"], outcomes, rejected)
+    files["totals"] = out / "totals.csv"
+    write_totals(files["totals"], outcomes, finals)
+    files["histogram"] = out / "scores.png"
+    histogram(files["histogram"], outcomes)
+    graded_finals = [
+        finals[(o.student, o.assignment)] for o in outcomes if (o.student, o.assignment) in finals
+    ]
+    people = {
+        o.student: {"name": ", ".join(x for x in (f.last_name, f.first_name) if x)}
+        for o in outcomes
+        for f in [finals.get((o.student, o.assignment))]
+        if f is not None
+    }
+    if any(f.student.startswith("canvas-") for f in graded_finals):
+        files["canvas"] = out / "canvas_import.csv"
+        lms.write_canvas_import(files["canvas"], graded_finals, people)
+    for path in lms.write_moodle_worksheets(out, graded_finals):
+        files[path.stem] = path
+    if lms.write_moodle_gradebook(out / "moodle_gradebook_import.csv", graded_finals):
+        files["moodle"] = out / "moodle_gradebook_import.csv"
+    files["summary"] = out / "summary.md"
+    files["summary"].write_text(summary_text(outcomes, rejected, runs, warnings), encoding="utf-8")
+    return report
+
+
+def rejected_dict(r: Rejected) -> dict:
+    """A rejected file as the run ledger stores it."""
+    return asdict(r)

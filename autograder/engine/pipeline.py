@@ -1,20 +1,28 @@
-"""The grading commands end to end: ``grade`` (a class) and ``check`` (one learner's own notebook)."""
+"""The grading commands end to end: ``grade`` (a class), ``report`` (the outputs again, from the
+gradebook, without grading) and ``check`` (one learner's own notebook).
+
+``grade`` checks the gradebook and the roster before it grades anything, then: intake, grading,
+the gradebook step (register the assignments, record the scores), the course's outputs. The outputs
+are written even when the gradebook step fails or the run is interrupted, and say so.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from autograder.build import COURSE, SOLUTIONS, Assignment, generate, sync_sources
-from autograder.engine import outputs
+from autograder.engine import gradebook, outputs
 from autograder.engine.grade import Grader, Limits, Outcome
 from autograder.engine.intake import Rejected, Submission, discover
+from autograder.engine.roster import Roster, load_roster
 
 
 def ensure_course(
@@ -33,10 +41,23 @@ class ClassResult:
     """Everything a grading run produced."""
 
     outcomes: list[Outcome]
+    """This run's submissions (graded now or already graded), with the gradebook's final scores."""
     rejected: list[Rejected]
+    """This run's rejected files and files of other assignments."""
     inputs: int
     summary: Path
     grades_csv: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    interrupted: bool = False
+    systemic: str | None = None
+    """The sentence saying most of the run failed the same way, or None."""
+    gradebook_error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run finished, recorded its scores and needs no attention at class level."""
+        return not (self.interrupted or self.systemic or self.gradebook_error)
 
 
 class Progress:
@@ -76,9 +97,21 @@ def grade_class(
     use_jail: bool | None = None,
     out: Path | None = None,
     progress: bool = True,
+    roster: Path | None = None,
+    due: str | None = None,
+    late_penalty: str = "none",
 ) -> ClassResult:
-    """Grade every submission in ``inputs`` for one assignment (or ``all``); write every output."""
-    course = ensure_course(root, solutions, db_url)
+    """Grade every submission in ``inputs`` for one assignment (or ``all``); write every output.
+
+    Raises :class:`~autograder.engine.gradebook.GradebookError` or
+    :class:`~autograder.engine.roster.RosterError` before grading anything when the gradebook or the
+    roster cannot be used.
+    """
+    if db_url is None:
+        root.mkdir(parents=True, exist_ok=True)
+    db = gradebook.check_database(db_url or f"sqlite:///{root / 'gradebook.db'}")
+    people = load_roster(roster) if roster else None
+    course = ensure_course(root, solutions, db)
     by_name = {a.name: a for a in course}
     if assignment != "all" and assignment not in by_name:
         raise SystemExit(f"unknown assignment {assignment!r}; the course has: {', '.join(by_name)}")
@@ -91,27 +124,114 @@ def grade_class(
         }
         for name in wanted
     }
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     scratch = Path(tempfile.mkdtemp(prefix="intake-"))
     grader = Grader(root, [by_name[n] for n in wanted], limits, workers, use_jail)
+    result = ClassResult([], [], 0, Path(), Path())
     try:
-        submissions, rejected = discover(inputs, wanted, answer_cells, scratch)
+        submissions, rejected = discover(inputs, wanted, answer_cells, scratch, course=list(by_name))
         n_inputs = len(submissions) + len(rejected)
-        outcomes = grader.grade_all(submissions, force, Progress(len(submissions)) if progress else None)
+        submissions = _check_roster(submissions, rejected, people)
+        skipped: list[Outcome] = []
+
+        def show(outcome: Outcome, was_skipped: bool) -> None:
+            if was_skipped:
+                skipped.append(outcome)
+            if bar:
+                bar(outcome, was_skipped)
+
+        bar = Progress(len(submissions)) if progress else None
+        outcomes = grader.grade_all(submissions, force, show)
+        result = ClassResult(
+            outcomes, rejected, n_inputs, Path(), Path(), interrupted=grader.stopping.is_set()
+        )
+        seen = {id(o) for o in skipped}
+        fresh = [o for o in outcomes if id(o) not in seen]
+        result.systemic = outputs.systemic_failure(fresh)
+        if result.systemic:
+            by_key = {(s.student, s.assignment): s for s in submissions}
+            for o in fresh:
+                grader.forget(by_key[(o.student, o.assignment)])
+            outcomes = [o for o in outcomes if o in skipped]
+        paths = {(s.student, s.assignment): s.path for s in submissions}
+        outputs.write_submitted(root, [o for o in outcomes if id(o) not in seen], paths, by_name)
     finally:
         grader.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
-    db = db_url or f"sqlite:///{root / 'gradebook.db'}"
-    outputs.write_gradebook(db, outcomes, by_name)
-    outputs.write_feedback(root, outcomes, by_name)
-    out = out or root / "grading"
-    out.mkdir(parents=True, exist_ok=True)
-    grades_csv = out / "grades.csv"
-    outputs.write_csv(grades_csv, outcomes, rejected)
-    outputs.histogram(out / "scores.png", outcomes)
-    summary = out / "summary.md"
-    summary.write_text(outputs.summary_text(outcomes, rejected, n_inputs), encoding="utf-8")
-    return ClassResult(outcomes, rejected, n_inputs, summary, grades_csv)
+    try:
+        gradebook.register(db, root, [by_name[n] for n in wanted], {n: due for n in wanted} if due else None)
+        gradebook.record(db, outcomes, by_name, people, late_penalty)
+    except Exception as exc:  # noqa: BLE001 - the outputs are still written, the failure stated
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        result.gradebook_error = (
+            f"the scores could not be written to the gradebook ({type(exc).__name__}: {first}); the results "
+            "are kept, and running the same command again writes them"
+        )
+    return _finish(result, root, db, out, by_name, inputs, assignment, started, skipped, submissions)
+
+
+def _check_roster(submissions: list[Submission], rejected: list[Rejected], people: Roster | None):
+    """Reject the files of students the roster does not list (when there is a roster)."""
+    if people is None:
+        return submissions
+    kept = []
+    for s in submissions:
+        if people.find(s.student, s.lms, s.lms_id, s.name) is None:
+            rejected.append(Rejected(s.origin, people.why_not(s.student, s.name), s.student, s.assignment))
+        else:
+            kept.append(s)
+    return kept
+
+
+def _finish(result, root, db, out, by_name, inputs, assignment, started, skipped, submissions) -> ClassResult:
+    """Record the run in the course's ledger and write the course's outputs from the gradebook."""
+    warnings = [w for w in (result.systemic, result.gradebook_error) if w]
+    seen = {id(o) for o in skipped}
+    graded_now = len([o for o in result.outcomes if id(o) not in seen]) if not result.systemic else 0
+    not_graded = len(submissions) - graded_now - len(skipped)
+    if result.interrupted:
+        warnings.append(
+            f"the run was interrupted: {not_graded} submissions were not graded. Run the same command "
+            "again to grade them (what was graded is kept and not graded twice)"
+        )
+    outputs.record_run(
+        root,
+        {
+            "time": started.isoformat(),
+            "assignment": assignment,
+            "inputs": inputs.name,
+            "counts": {
+                "inputs": result.inputs,
+                "graded": graded_now,
+                "skipped": len(skipped),
+                "not_graded": not_graded,
+                "rejected": sum(1 for r in result.rejected if not r.other_assignment),
+                "other": sum(1 for r in result.rejected if r.other_assignment),
+            },
+            "rejected": [outputs.rejected_dict(r) for r in result.rejected],
+            "note": "; ".join(w.split(":")[0] for w in warnings),
+        },
+    )
+    report = outputs.write_report(root, db, out or root / "grading", by_name, warnings)
+    this_run = {(o.student, o.assignment) for o in result.outcomes}
+    if result.systemic:
+        this_run = set()
+    result.outcomes = [o for o in report.outcomes if (o.student, o.assignment) in this_run]
+    result.files, result.warnings = report.files, warnings
+    result.summary, result.grades_csv = report.files["summary"], report.files["grades"]
+    return result
+
+
+def report_course(
+    root: Path = COURSE, solutions: Path = SOLUTIONS, db_url: str | None = None, out: Path | None = None
+) -> outputs.Report:
+    """Write every output of the course again from the gradebook, without grading anything."""
+    from autograder.build import assignments
+
+    db = gradebook.normalize_url(db_url or f"sqlite:///{root / 'gradebook.db'}")
+    by_name = {a.name: a for a in assignments(solutions)}
+    return outputs.write_report(root, db, out or root / "grading", by_name)
 
 
 def check_notebook(path: Path, solutions: Path = SOLUTIONS, use_jail: bool | None = None) -> Outcome:

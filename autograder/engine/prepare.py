@@ -4,7 +4,7 @@ Every graded or locked cell comes from the course's source notebook (hidden test
 whatever the submission did to it: edited, deleted, moved or forged cells are put back as the
 source has them. Everything else (answer cells, cells the learner added) is the learner's, with
 outputs cleared and nbgrader metadata taken from the source, so a learner cannot declare their own
-cell graded or locked.
+cell graded or locked. An answer cell whose nbgrader metadata was stripped is found by its cell id.
 """
 
 from __future__ import annotations
@@ -129,6 +129,12 @@ def prepare(submitted: NotebookNode, source: NotebookNode, release: NotebookNode
         new = copy.deepcopy(cell)
         new.metadata.pop("nbgrader", None)
         grade_id = _meta(cell).get("grade_id")
+        if not _meta(cell) and cell.get("id") in answers and cell.get("id") not in seen_answers:
+            # nbgrader's metadata was stripped (by another editor or a tool); the cell id still names it
+            grade_id = cell.get("id")
+            restored.append(
+                f"answer cell {grade_id!r} had lost its nbgrader metadata; matched by its cell id"
+            )
         if grade_id in answers and grade_id not in seen_answers:
             new.metadata["nbgrader"] = copy.deepcopy(_meta(answers[grade_id]))
             seen_answers.add(grade_id)
