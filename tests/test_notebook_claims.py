@@ -128,3 +128,135 @@ def test_01_learning_rates() -> None:
         assert 1e12 < final_loss(0.9) < 1e14
         assert 1e185 < final_loss(1.0) < 1e187
         assert np.isnan(final_loss(1.5))
+
+
+# ---------------------------------------------------------------------------------------------
+# 02_two_layer_net
+# ---------------------------------------------------------------------------------------------
+
+
+def test_02_overflow_facts() -> None:
+    """Exercise 1: exp overflows above about 709 with a RuntimeWarning; the naive sigmoid at -800 is 0
+    but warns; exp(x) / (1 + exp(x)) at 800 is nan; np.where evaluates both branches."""
+    assert np.isfinite(np.exp(709.0))
+    with pytest.warns(RuntimeWarning):
+        assert np.exp(np.array(710.0)) == np.inf
+    with pytest.warns(RuntimeWarning):
+        assert 1 / (1 + np.exp(np.array(800.0))) == 0.0
+    with pytest.warns(RuntimeWarning):
+        x = np.array(800.0)
+        assert np.isnan(np.exp(x) / (1 + np.exp(x)))
+    with pytest.warns(RuntimeWarning):
+        x = np.array([-800.0, 800.0])
+        np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
+
+
+def test_02_sigmoid_extreme_row() -> None:
+    """Try it of 1b: sigmoid of [-800, -50, 0, 50, 800] is [0, exp(-50), 0.5, 1, 1] in float64, with no
+    warning from the stable solution."""
+    ns = notebook("02_two_layer_net")
+    x = np.array([[-800.0, -50.0, 0.0, 50.0, 800.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, _ = ns["sigmoid_forward"](x)
+    assert np.array_equal(out[0], [0.0, np.exp(-50.0), 0.5, 1.0, 1.0])
+
+
+def test_02_relu_centred_difference_at_zero_is_one_half() -> None:
+    """Try it of 1a: the centred difference of max(0, x) is 0.5 at x = 0, 1 or 0 elsewhere."""
+    h = 1e-5
+    x = np.array([-1.0, 0.0, 2.0])
+    assert np.allclose((np.maximum(x + h, 0) - np.maximum(x - h, 0)) / (2 * h), [0.0, 0.5, 1.0])
+
+
+def test_02_log_of_a_vanishing_probability() -> None:
+    """Exercise 2: e^-1000 is exactly 0 in float64; log of it is -inf; log(p + 1e-7) is about -16."""
+    assert np.exp(-1000.0) == 0.0
+    with pytest.warns(RuntimeWarning):
+        assert np.log(np.array(0.0)) == -np.inf
+    assert np.log(0.0 + 1e-7) == pytest.approx(-16.1, abs=0.05)
+
+
+def test_02_softmax_worked_cases() -> None:
+    """Exercise 2: scores [0, 0], class 0 give log 2 and gradient [-0.5, 0.5]; raising the first score
+    to 0.001 gives about 0.6926; the large-logit case of the try-it gives about 666.8755."""
+    fn = notebook("02_two_layer_net")["softmax_cross_entropy"]
+    loss, dscores = fn(np.array([[0.0, 0.0]]), np.array([0]))
+    assert loss == pytest.approx(np.log(2))
+    assert np.allclose(dscores, [[-0.5, 0.5]])
+    assert fn(np.array([[0.001, 0.0]]), np.array([0]))[0] == pytest.approx(0.6926, abs=5e-5)
+    large = np.array([[1000.0, 999.0, -1000.0], [1000.0, 0.0, 999.0], [-1000.0, 1000.0, 0.0]])
+    loss, _ = fn(large, np.array([0, 1, 2]))
+    assert loss == pytest.approx((2000 + 2 * np.log1p(np.exp(-1))) / 3)
+    assert loss == pytest.approx(666.8755, abs=5e-5)
+    assert np.log1p(np.exp(-1)) == pytest.approx(0.3133, abs=5e-5)
+
+
+def test_02_penalty_worked_case() -> None:
+    """Exercise 3: 0.5 * 0.1 * 3^2 = 0.45; at 3.001 it is 0.4503 (to four digits), a slope of 0.3."""
+    assert 0.5 * 0.1 * 3.0**2 == pytest.approx(0.45)
+    assert 0.5 * 0.1 * 3.001**2 == pytest.approx(0.4503, abs=5e-5)
+    assert (0.5 * 0.1 * 3.001**2 - 0.45) / 0.001 == pytest.approx(0.3, abs=1e-3)
+
+
+def _train_spiral(ns: dict[str, Any], X: np.ndarray, y: np.ndarray, params: dict[str, np.ndarray]) -> list:
+    losses = []
+    for _ in range(500):
+        loss, grads = ns["two_layer_net"](params, X, y, reg=1e-3)
+        losses.append(loss)
+        for k in params:
+            params[k] -= 1.0 * grads[k]
+    return losses
+
+
+def _accuracy(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray) -> float:
+    h = np.maximum(X @ params["W1"].T + params["b1"], 0.0)
+    return float(np.mean((h @ params["W2"].T + params["b2"]).argmax(axis=1) == y))
+
+
+def test_02_spiral_training_claims() -> None:
+    """Exercise 4: the defaults reach 97-99% in about a second or less, the loss starts around 1.5 and is
+    about 0.3 after 100 steps; equal starting weights stay equal (51%); weights of standard deviation
+    0.01 reach about 89% after 500 steps; a linear classifier stays near 50% (54%)."""
+    ns = notebook("02_two_layer_net")
+    from utils import make_spiral
+
+    for seed in (0, 5, 7):
+        X, y = make_spiral(seed=seed)
+        start = time.perf_counter()
+        params, losses = ns["train_two_layer_net"](X, y)
+        assert time.perf_counter() - start < 1.5
+        assert 0.97 <= _accuracy(params, X, y) <= 0.99 + 1e-9
+        assert 1.4 < losses[0] < 1.6 and 0.25 < losses[100] < 0.4
+
+    X, y = make_spiral(seed=0)
+    equal = {
+        "W1": np.full((100, 2), 0.1),
+        "b1": np.zeros(100),
+        "W2": np.full((3, 100), 0.1),
+        "b2": np.zeros(3),
+    }
+    _train_spiral(ns, X, y, equal)
+    assert np.allclose(equal["W1"], equal["W1"][0]) and np.allclose(equal["W2"], equal["W2"][:, :1])
+    assert _accuracy(equal, X, y) == pytest.approx(0.51, abs=0.005)
+
+    rng = np.random.default_rng(0)
+    small = {
+        "W1": 0.01 * rng.standard_normal((100, 2)),
+        "b1": np.zeros(100),
+        "W2": 0.01 * rng.standard_normal((3, 100)),
+        "b2": np.zeros(3),
+    }
+    _train_spiral(ns, X, y, small)
+    assert 0.85 < _accuracy(small, X, y) < 0.93
+
+    W, b = np.zeros((3, 2)), np.zeros(3)
+    for _ in range(3000):
+        s = X @ W.T + b
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(len(y)), y] -= 1
+        p /= len(y)
+        W -= p.T @ X
+        b -= p.sum(axis=0)
+    assert np.mean((X @ W.T + b).argmax(axis=1) == y) == pytest.approx(0.54, abs=0.005)
