@@ -44,7 +44,6 @@
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from autograder.checks import (
     check_relu,
@@ -98,6 +97,26 @@ def torch_activation(fn, x: np.ndarray, dout: np.ndarray) -> tuple[np.ndarray, n
 #   computes both `a` and `b` everywhere, so an overflowing expression inside it still overflows.)
 #
 # ### 1a. ReLU (1 point)
+#
+# <details><summary>Hint 1</summary>
+#
+# Away from 0, ReLU is either the identity or the constant 0. What is the slope of each, and which one
+# applies where?
+#
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# An elementwise comparison such as `x < 1` gives an array of booleans, which multiplies like 0 and 1.
+# Choose the comparison so that the slope is 0 at exactly 0.
+#
+# </details>
+#
+# <details><summary>Hint 3: the formula</summary>
+#
+# $f'(x) = 1$ where $x > 0$ and 0 elsewhere, so `dx = dout * (x > 0)`, a new array.
+#
+# </details>
 
 
 # %% solution grade_id="relu"
@@ -114,7 +133,7 @@ def relu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def relu_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
-    """Gradient of the loss with respect to x: dx is dout where x > 0 and 0 elsewhere; (N, D).
+    """Gradient of the loss with respect to x, given dout (N, D) and the cache x; dx is (N, D).
 
     The gradient at exactly x == 0 is 0, as in PyTorch. Do not modify dout: return a new array.
     """
@@ -126,18 +145,34 @@ def relu_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
 
 
 # %% [markdown]
-# Try it: your ReLU next to PyTorch's on a (4, 5) input with three exact zeros and a random upstream
-# gradient. Every row should say `ok`, with errors around 1e-16 or exactly 0.
+# Try it: your ReLU on a (4, 5) input with three exact zeros and a random upstream gradient. The
+# reference slope is a centred difference of $\max(0, x)$ on a copy of x taken before your code runs:
+# exactly 1 or 0 away from the kink, and 0.5 at the three zeros, where we set it to the convention, 0.
+# Every row should say `ok`, with errors around 1e-11 or exactly 0. The last two rows compare `x` and
+# `dout` after your code ran with the copies: a backward that writes into `dout` shows there.
 
 # %%
+from autograder.tolerances import FINITE_DIFFERENCE
+
 rng = np.random.default_rng(0)
 x = rng.standard_normal((4, 5))
 x[0, :3] = 0.0  # exact zeros: the gradient there is 0 by convention
 dout = rng.standard_normal((4, 5))
+x0, dout0 = x.copy(), dout.copy()  # taken before your code runs
+
 out, cache = relu_forward(x)
 dx = relu_backward(dout, cache)
-out_ref, dx_ref = torch_activation(torch.relu, x, dout)
-compare(out=(out, out_ref), dx=(dx, dx_ref))
+
+h = 1e-5
+slope = (np.maximum(x0 + h, 0.0) - np.maximum(x0 - h, 0.0)) / (2 * h)
+slope[x0 == 0] = 0.0  # the convention at the kink
+compare(
+    tol=FINITE_DIFFERENCE,
+    out=(out, np.maximum(x0, 0.0)),
+    dx=(dx, dout0 * slope),
+    x_afterwards=(x, x0),  # your functions must leave their inputs as they were
+    dout_afterwards=(dout, dout0),
+)
 
 # %% tests grade_id="test_relu" points=1
 """relu_forward and relu_backward match PyTorch, with gradient 0 at x == 0, and leave inputs unchanged."""
@@ -149,6 +184,43 @@ score
 
 # %% [markdown]
 # ### 1b. Sigmoid (1 point)
+#
+# Two things to work out: a forward pass that never overflows, and the derivative written with s.
+#
+# <details><summary>Hint 1 (forward)</summary>
+#
+# The only danger is the exponential of a large positive number. For $x \ge 0$, $e^{-x} \le 1$ is
+# safe. For $x < 0$, multiply the numerator and the denominator of $1 / (1 + e^{-x})$ by $e^{x}$: the
+# value is the same and only $e^{x} < 1$ appears.
+#
+# </details>
+#
+# <details><summary>Hint 2 (forward)</summary>
+#
+# Both forms need only $z = e^{-|x|}$, which is at most 1 for every x. Beware: `np.where(cond, a, b)`
+# computes `a` and `b` everywhere before it chooses, so an overflowing expression inside it still
+# overflows (and warns). Build both branches from z.
+#
+# </details>
+#
+# <details><summary>Hint 3 (forward): the formula</summary>
+#
+# With $z = e^{-|x|}$: $s = 1 / (1 + z)$ where $x \ge 0$, and $s = z / (1 + z)$ where $x < 0$.
+#
+# </details>
+#
+# <details><summary>Hint 4 (backward)</summary>
+#
+# Differentiate $s = (1 + e^{-x})^{-1}$ with the chain rule: $s' = e^{-x} / (1 + e^{-x})^2$. Split it
+# into a product of two fractions with denominator $1 + e^{-x}$; one of them is s.
+#
+# </details>
+#
+# <details><summary>Hint 5 (backward): the formula</summary>
+#
+# $e^{-x} / (1 + e^{-x}) = 1 - s$, so $s' = s\,(1 - s)$ and `dx = dout * s * (1 - s)`.
+#
+# </details>
 
 
 # %% solution grade_id="sigmoid"
@@ -156,7 +228,7 @@ def sigmoid_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sigmoid, elementwise: ``out = s = 1 / (1 + exp(-x))``; x and out are (N, D). The cache is s.
 
     Must be stable for large |x| (no overflow warning, no NaN at x = -800 or 800).
-    Hint: with ``z = np.exp(-np.abs(x))``, s is ``1 / (1 + z)`` where x >= 0 and ``z / (1 + z)`` elsewhere.
+    Hint: exponentiate only numbers that are <= 0.
     """
     ### BEGIN SOLUTION
     z = np.exp(-np.abs(x))
@@ -167,7 +239,8 @@ def sigmoid_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sigmoid_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
-    """Gradient of the loss with respect to x: ``dx = dout * s * (1 - s)``; dout and dx are (N, D)."""
+    """Gradient of the loss with respect to x, ``dx = dout * sigmoid'(x)``, with sigmoid' written in
+    terms of the cached output s; dout and dx are (N, D). Do not modify dout."""
     ### BEGIN SOLUTION
     s = cache
     dx = dout * s * (1.0 - s)
@@ -176,17 +249,48 @@ def sigmoid_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
 
 
 # %% [markdown]
-# Try it, on an input whose first row reaches |x| = 800. A stable sigmoid prints no warning here.
+# Try it, on an input whose first row is [-800, -50, 0, 50, 800]. There the exact values are known:
+# $e^{-800}$ is below the smallest float64 and rounds to 0, $\sigma(-50) = e^{-50} / (1 + e^{-50})$ is
+# $e^{-50}$ to float64 precision, $\sigma(0) = 0.5$, and $\sigma(50) = \sigma(800) = 1$ in float64. The
+# reference is the naive formula with numpy's overflow warning switched off (it is right for every x,
+# only noisy), and its centred difference for the gradient, on copies taken before your code runs. The
+# first line lists the warnings your code raised, and the row `number_of_warnings` counts them: a
+# stable sigmoid raises none.
 
 # %%
+import warnings
+
+from autograder.tolerances import FINITE_DIFFERENCE
+
 rng = np.random.default_rng(1)
 x = rng.standard_normal((4, 5))
 x[0] = [-800.0, -50.0, 0.0, 50.0, 800.0]
 dout = rng.standard_normal((4, 5))
-out, cache = sigmoid_forward(x)
-dx = sigmoid_backward(dout, cache)
-out_ref, dx_ref = torch_activation(torch.sigmoid, x, dout)
-compare(out=(out, out_ref), dx=(dx, dx_ref))
+x0, dout0 = x.copy(), dout.copy()  # taken before your code runs
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out, cache = sigmoid_forward(x)
+    dx = sigmoid_backward(dout, cache)
+
+
+def sigmoid_reference(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) with the overflow warning off: exp(800) = inf gives 1 / inf = 0, as it should."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+h = 1e-5
+print("warnings from your code:", [str(w.message) for w in caught] or "none")
+compare(
+    tol=FINITE_DIFFERENCE,
+    out=(out, sigmoid_reference(x0)),
+    out_row_0=(out[0], [0.0, np.exp(-50.0), 0.5, 1.0, 1.0]),
+    dx=(dx, dout0 * (sigmoid_reference(x0 + h) - sigmoid_reference(x0 - h)) / (2 * h)),
+    number_of_warnings=(float(len(caught)), 0.0),
+    x_afterwards=(x, x0),  # your functions must leave their inputs as they were
+    dout_afterwards=(dout, dout0),
+)
 
 # %% tests grade_id="test_sigmoid" points=1
 """sigmoid_forward and sigmoid_backward match PyTorch, also at |x| = 800, and leave inputs unchanged."""
@@ -198,6 +302,25 @@ score
 
 # %% [markdown]
 # ### 1c. Tanh (1 point)
+#
+# <details><summary>Hint 1</summary>
+#
+# Write $\tanh x = \sinh x / \cosh x$ and use the quotient rule, with $\sinh' = \cosh$ and
+# $\cosh' = \sinh$.
+#
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# The quotient rule gives $(\cosh^2 x - \sinh^2 x) / \cosh^2 x$. Divide each term by $\cosh^2 x$.
+#
+# </details>
+#
+# <details><summary>Hint 3: the formula</summary>
+#
+# $\tanh' x = 1 - \tanh^2 x = 1 - t^2$, so `dx = dout * (1 - t**2)`.
+#
+# </details>
 
 
 # %% solution grade_id="tanh"
@@ -214,7 +337,8 @@ def tanh_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tanh_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
-    """Gradient of the loss with respect to x: ``dx = dout * (1 - t**2)``; dout and dx are (N, D)."""
+    """Gradient of the loss with respect to x, ``dx = dout * tanh'(x)``, with tanh' written in terms
+    of the cached output t; dout and dx are (N, D). Do not modify dout."""
     ### BEGIN SOLUTION
     t = cache
     dx = dout * (1.0 - t**2)
@@ -222,15 +346,30 @@ def tanh_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
     return dx
 
 
+# %% [markdown]
+# Try it, with the same extreme row. `np.tanh` is the reference for the forward pass, its centred
+# difference for the gradient: expect errors around 1e-11.
+
 # %%
+from autograder.tolerances import FINITE_DIFFERENCE
+
 rng = np.random.default_rng(2)
 x = rng.standard_normal((4, 5))
 x[0] = [-800.0, -50.0, 0.0, 50.0, 800.0]
 dout = rng.standard_normal((4, 5))
+x0, dout0 = x.copy(), dout.copy()  # taken before your code runs
+
 out, cache = tanh_forward(x)
 dx = tanh_backward(dout, cache)
-out_ref, dx_ref = torch_activation(torch.tanh, x, dout)
-compare(out=(out, out_ref), dx=(dx, dx_ref))
+
+h = 1e-5
+compare(
+    tol=FINITE_DIFFERENCE,
+    out=(out, np.tanh(x0)),
+    dx=(dx, dout0 * (np.tanh(x0 + h) - np.tanh(x0 - h)) / (2 * h)),
+    x_afterwards=(x, x0),  # your functions must leave their inputs as they were
+    dout_afterwards=(dout, dout0),
+)
 
 # %% tests grade_id="test_tanh" points=1
 """tanh_forward and tanh_backward match PyTorch, also at |x| = 800, and leave inputs unchanged."""
@@ -244,37 +383,86 @@ score
 # ## Exercise 2: softmax_cross_entropy (3 points)
 #
 # The network ends with one score per class. Softmax turns row $i$ of the scores into probabilities,
-# and the loss is the mean negative log-probability of the true classes $y_i$. Its gradient is the
-# reason this pair is always written as one function: almost everything cancels,
+# and the loss is the mean negative log-probability of the true classes $y_i$:
 #
 # $$p_{ij} = \frac{e^{s_{ij}}}{\sum_k e^{s_{ik}}}, \qquad
-# L = -\frac{1}{N} \sum_{i=1}^{N} \log p_{i, y_i}, \qquad
-# \frac{\partial L}{\partial s_{ij}} = \frac{p_{ij} - [j = y_i]}{N}.$$
+# L = -\frac{1}{N} \sum_{i=1}^{N} \log p_{i, y_i}.$$
+#
+# The pair is always written as one function, because the gradient of the two together is much
+# simpler than either part alone; deriving $\partial L / \partial s_{ij}$ is the exercise.
 #
 # **Shapes.** `scores` is (N, C) float64, `y` is (N,) integer labels in `0 .. C-1`; `loss` is a
 # scalar (a Python float or a numpy float64) and `dscores` is (N, C). The softmax normalises each
-# row, over the classes (`axis=1`), never over the batch. **Expected error:** about 1e-16 relative.
+# row, over the classes (`axis=1`), never over the batch. **Expected error:** about 1e-16 relative
+# against PyTorch; about 1e-10 against the centred differences of the try-it cell.
+#
+# **A case to check your derivation by hand.** One example, two classes, scores [0, 0], true class 0:
+# both probabilities are 1/2 and $L = \log 2 \approx 0.6931$. Raise the first score to 0.001 and L
+# becomes $\log(e^{0.001} + 1) - 0.001 \approx 0.6926$: it falls by about 0.0005, a slope of -0.5.
+# Raising the second score instead makes L rise with slope +0.5. Your `dscores` must be [[-0.5, 0.5]]
+# there. What changes with N examples in the batch?
 #
 # **Stability.** Scores can be large (a badly scaled or diverging network easily produces hundreds),
-# and `np.exp(1000)` is `inf`. Softmax does not change when a constant is subtracted from a row, so
-# subtract the row's maximum $m_i$ first;
-# then every exponent is at most 0 and the sum lies between 1 and C. Take the log directly, by
-# log-sum-exp, rather than the log of a probability:
+# and `np.exp(1000)` is `inf`. Two facts to build on: softmax does not change when the same constant
+# is subtracted from every score of a row, and a class 1000 below its row's maximum has a probability
+# of $e^{-1000}$, which is exactly 0 in float64, while its log-probability is about -1000, a perfectly
+# ordinary number. `np.log(p)` of that 0 gives `-inf`, and `np.log(p + 1e-7)` gives about -16: both
+# wrong. The check includes such a row, and so does the try-it cell.
 #
-# $$\log p_{i, y_i} = s_{i, y_i} - m_i - \log \sum_k e^{s_{ik} - m_i}.$$
+# <details><summary>Hint 1 (stability)</summary>
 #
-# A class 1000 below its row's maximum has a probability of $e^{-1000}$, which is exactly 0 in
-# float64; its log-probability is about -1000, but `np.log(p)` gives `-inf` and `np.log(p + 1e-7)`
-# gives about -16. The check includes such a row.
+# Subtract each row's maximum $m_i$ from its scores first. Then every exponent is at most 0, the
+# largest term of the sum is $e^0 = 1$, and the sum lies between 1 and C: no overflow.
+#
+# </details>
+#
+# <details><summary>Hint 2 (stability)</summary>
+#
+# Never take the log of a probability. Take the log of the definition of $p_{i, y_i}$ instead, after
+# the shift of Hint 1: the log of a quotient is a difference of logs, and the log of
+# $e^{s - m}$ needs no exponential at all.
+#
+# </details>
+#
+# <details><summary>Hint 3 (stability): the formula</summary>
+#
+# $\log p_{i, j} = s_{i, j} - m_i - \log \sum_k e^{s_{ik} - m_i}$, for the whole array at once:
+# `log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))` with
+# `shifted = scores - scores.max(axis=1, keepdims=True)`.
+#
+# </details>
+#
+# <details><summary>Hint 4 (gradient)</summary>
+#
+# For one example, $-\log p_{y} = \log \sum_k e^{s_k} - s_y$. Differentiate each of the two terms with
+# respect to $s_j$, once for $j = y$ and once for $j \ne y$.
+#
+# </details>
+#
+# <details><summary>Hint 5 (gradient)</summary>
+#
+# $\partial / \partial s_j \log \sum_k e^{s_k} = e^{s_j} / \sum_k e^{s_k} = p_j$, and
+# $\partial (-s_y) / \partial s_j$ is -1 for $j = y$ and 0 otherwise. The mean over the batch divides
+# every row's gradient by N.
+#
+# </details>
+#
+# <details><summary>Hint 6 (gradient): the formula</summary>
+#
+# $\partial L / \partial s_{ij} = (p_{ij} - [j = y_i]) / N$: the probabilities (`np.exp(log_p)`), minus 1
+# at each row's true class, divided by N.
+#
+# </details>
 
 
 # %% solution grade_id="softmax_cross_entropy"
 def softmax_cross_entropy(scores: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean cross-entropy of softmax(scores) against integer labels y, and its gradient.
 
-    scores is (N, C), y is (N,) of ints in 0..C-1. Returns the loss (a scalar) and dscores (N, C),
-    ``dscores = (softmax(scores) - onehot(y)) / N``. Stable for |scores| ~ 1000.
-    Hint: subtract each row's max, then ``log_p = shifted - log(sum(exp(shifted), axis=1, keepdims=True))``.
+    scores is (N, C), y is (N,) of ints in 0..C-1. Returns the loss (a scalar),
+    ``loss = -mean over i of log softmax(scores)[i, y[i]]``, and dscores = dloss/dscores (N, C).
+    Stable for |scores| ~ 1000. Do not modify scores.
+    Hint: softmax does not change when a constant is subtracted from a row.
     """
     ### BEGIN SOLUTION
     n = scores.shape[0]
@@ -290,20 +478,58 @@ def softmax_cross_entropy(scores: np.ndarray, y: np.ndarray) -> tuple[float, np.
 
 
 # %% [markdown]
-# Try it, against PyTorch's `F.cross_entropy`, first on ordinary scores, then on logits of size 1000
-# where the true class of the second row sits 1000 below the maximum.
+# Try it, on three cases. First the hand-worked case above, one row of scores [0, 0]. Then random
+# scores, N = 4, C = 3. Then large logits, N = 3: the first row's true class is the maximum, 1000, with
+# a rival at 999 (its loss is $\log(1 + e^{-1}) \approx 0.3133$); in the second and third the true class
+# sits 1000 below the maximum. The whole loss is $(2000 + 2 \log(1 + e^{-1})) / 3 \approx 666.8755$.
+# The reference loss is the definition, written with numpy's own stable log-sum-exp
+# (`np.logaddexp.reduce`), and the reference gradient is its centred difference, the method of
+# notebook 01, taken on copies made before your code runs. The tolerance is `LOSS`, 1e-6 relative: a
+# loss written as `log(p + 1e-7)` is off by about 1e-7 relative on ordinary scores, a style the checks
+# accept (it still fails on the large logits), while every real mistake is off by far more.
 
 # %%
+from autograder.tolerances import LOSS
+
+
+def cross_entropy_reference(scores: np.ndarray, y: np.ndarray) -> float:
+    """The mean of -log p[i, y[i]], with log p = s - log(sum(exp(s))) computed by numpy's logaddexp."""
+    return float(np.mean(np.logaddexp.reduce(scores, axis=1) - scores[np.arange(len(y)), y]))
+
+
+def centred_difference(f, a: np.ndarray, h: float = 1e-5) -> np.ndarray:
+    """Notebook 01's numerical gradient of the scalar function f at a (a is not modified)."""
+    grad = np.zeros_like(a)
+    for index in np.ndindex(a.shape):
+        step = np.zeros_like(a)
+        step[index] = h
+        grad[index] = (f(a + step) - f(a - step)) / (2 * h)
+    return grad
+
+
 rng = np.random.default_rng(3)
-for scores, y in [
-    (rng.standard_normal((4, 3)), np.array([0, 2, 1, 2])),
-    (np.array([[1000.0, 999.0, -1000.0], [1000.0, 0.0, 999.0]]), np.array([0, 1])),
-]:
+cases = {
+    "hand-worked": (np.array([[0.0, 0.0]]), np.array([0])),
+    "random": (rng.standard_normal((4, 3)), np.array([0, 2, 1, 2])),
+    "large": (
+        np.array([[1000.0, 999.0, -1000.0], [1000.0, 0.0, 999.0], [-1000.0, 1000.0, 0.0]]),
+        np.array([0, 1, 2]),
+    ),
+}
+for name, (scores, y) in cases.items():
+    scores0, y0 = scores.copy(), y.copy()  # taken before your code runs
     loss, dscores = softmax_cross_entropy(scores, y)
-    scores_t = torch.tensor(scores, requires_grad=True)
-    loss_t = F.cross_entropy(scores_t, torch.tensor(y))
-    loss_t.backward()
-    print(compare(loss=(loss, loss_t.item()), dscores=(dscores, scores_t.grad.numpy())), end="\n\n")
+    dscores_ref = centred_difference(lambda s, y0=y0: cross_entropy_reference(s, y0), scores0)
+    print(name)
+    print(
+        compare(
+            tol=LOSS,
+            loss=(loss, cross_entropy_reference(scores0, y0)),
+            dscores=(dscores, dscores_ref),
+            scores_afterwards=(scores, scores0),  # your function must leave scores as they were
+        ),
+        end="\n\n",
+    )
 
 # %% tests grade_id="test_softmax_cross_entropy" points=3
 """softmax_cross_entropy matches PyTorch's cross_entropy in loss and gradient, also at logits of 1000."""
@@ -323,21 +549,46 @@ score
 # $$s = \mathrm{relu}(X W_1^\top + b_1)\, W_2^\top + b_2, \qquad
 # L = \mathrm{CE}(s, y) + \tfrac{1}{2}\,\mathrm{reg}\,\big(\lVert W_1 \rVert^2 + \lVert W_2 \rVert^2\big).$$
 #
-# The backward pass walks the same pieces in reverse, each `backward` taking the `dout` that the
-# piece above returned:
+# The forward pass is four pieces, each with the interface you know:
 #
-# | forward | shape | backward | shapes |
+# | forward | output shape | its backward takes | and returns |
 # |---|---|---|---|
-# | `z = X @ W1.T + b1` | (N, H) | `_, dW1, db1 = linear_backward(dz, cache1)` | (H, D), (H,) |
-# | `h = relu(z)` | (N, H) | `dz = relu_backward(dh, cache_relu)` | (N, H) |
-# | `s = h @ W2.T + b2` | (N, C) | `dh, dW2, db2 = linear_backward(ds, cache2)` | (N, H), (C, H), (C,) |
-# | `loss = CE(s, y)` | scalar | `ds` from `softmax_cross_entropy` | (N, C) |
+# | `z, cache1 = linear_forward(X, W1, b1)` | (N, H) | `dz` (N, H) | `dX`, `dW1`, `db1` |
+# | `h, cache_relu = relu_forward(z)` | (N, H) | `dh` (N, H) | `dz` |
+# | `s, cache2 = linear_forward(h, W2, b2)` | (N, C) | `ds` (N, C) | `dh`, `dW2`, `db2` |
+# | `loss = CE(s, y)` | scalar | (nothing: L is where backward starts) | `ds` |
 #
-# The penalty adds its own gradient, $\partial / \partial W \,\big(\tfrac12 \mathrm{reg} \lVert W
-# \rVert^2\big) = \mathrm{reg}\, W$, to `dW1` and `dW2` only: the 0.5 is there so that the 2 of the
-# square cancels. Parameters live in a dict, `params = {"W1": (H, D), "b1": (H,), "W2": (C, H), "b2":
-# (C,)}`, and the gradients come back in a dict with exactly the same keys, so that training can
-# update every parameter with one loop: `params[k] -= lr * grads[k]`.
+# The backward pass is the exercise: which piece runs first, which gradient each one receives, which
+# cache goes with which call, and what the penalty adds. Parameters live in a dict,
+# `params = {"W1": (H, D), "b1": (H,), "W2": (C, H), "b2": (C,)}`, and the gradients come back in a
+# dict with exactly the same keys, so that training can update every parameter with one loop.
+#
+# **A check for the penalty by hand.** Take a one-element weight $w = 3$ and reg = 0.1: the penalty is
+# $\tfrac12 \cdot 0.1 \cdot 9 = 0.45$; at $w = 3.001$ it is 0.4503, a slope of 0.3. What formula gives
+# 0.3 here, and does it work for every element of a matrix?
+#
+# <details><summary>Hint 1</summary>
+#
+# Backward runs the pieces in the reverse order of the forward pass, starting from the loss. Each
+# backward receives the gradient of its own output, returned by the piece that used that output.
+#
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# `softmax_cross_entropy` returns `ds`; `linear_backward(ds, cache2)` returns `dh` together with the
+# second layer's parameter gradients; `relu_backward` turns `dh` into `dz`; `linear_backward(dz,
+# cache1)` gives the first layer's parameter gradients (its `dX` is not needed).
+#
+# </details>
+#
+# <details><summary>Hint 3: the penalty</summary>
+#
+# $\partial / \partial W \,\big(\tfrac12 \mathrm{reg} \lVert W \rVert^2\big) = \mathrm{reg}\, W$, element by
+# element (the 0.5 is there so that the 2 of the square cancels). Add it to `dW1` and `dW2`, not to the
+# biases, which the penalty does not contain.
+#
+# </details>
 #
 # **Reuse your layers.** The point of the forward/cache/backward interface is that pieces compose:
 # the network is three layer calls and the loss forward, the same three layers backward in reverse
@@ -383,7 +634,7 @@ def two_layer_net(
     Returns scores (N, C) when y is None; otherwise (loss, grads), where
     ``loss = CE(scores, y) + 0.5 * reg * (||W1||^2 + ||W2||^2)`` and grads has the keys of params.
     Do not modify params or X.
-    Hint: forward with linear_forward, relu_forward, linear_forward; back in the reverse order.
+    Hint: reuse linear_forward, relu_forward and their backward functions.
     """
     ### BEGIN SOLUTION
     W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
@@ -405,9 +656,13 @@ def two_layer_net(
 
 # %% [markdown]
 # Try it, with sizes that are all different, some hidden units inactive (ReLU zeroes them), and
-# `reg > 0`, against the same network written in PyTorch.
+# `reg > 0`. The reference is the loss written out from its definition in numpy, and each reference
+# gradient is its centred difference with respect to one parameter, on copies taken before your code
+# runs. Expect errors around 1e-10; the tolerance is `LOSS` (1e-6 relative), as in the previous try-it.
 
 # %%
+from autograder.tolerances import LOSS
+
 rng = np.random.default_rng(4)
 N, D, H, C = 5, 4, 6, 3
 params = {
@@ -419,19 +674,43 @@ params = {
 X = rng.standard_normal((N, D))
 y = np.array([0, 1, 2, 1, 0])
 reg = 0.1
+params0, X0 = {k: v.copy() for k, v in params.items()}, X.copy()  # taken before your code runs
 
 loss, grads = two_layer_net(params, X, y, reg=reg)
+scores = two_layer_net(params, X)
 
-p = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
-scores_t = F.linear(torch.relu(F.linear(torch.tensor(X), p["W1"], p["b1"])), p["W2"], p["b2"])
-loss_t = F.cross_entropy(scores_t, torch.tensor(y)) + 0.5 * reg * (
-    p["W1"].pow(2).sum() + p["W2"].pow(2).sum()
-)
-loss_t.backward()
+
+def reference_scores(p: dict[str, np.ndarray]) -> np.ndarray:
+    """relu(X W1^T + b1) W2^T + b2, from the definition."""
+    return np.maximum(X0 @ p["W1"].T + p["b1"], 0.0) @ p["W2"].T + p["b2"]
+
+
+def reference_loss(p: dict[str, np.ndarray]) -> float:
+    """Mean cross-entropy (numpy's stable logaddexp) plus 0.5 * reg * (||W1||^2 + ||W2||^2)."""
+    s = reference_scores(p)
+    ce = np.mean(np.logaddexp.reduce(s, axis=1) - s[np.arange(N), y])
+    return float(ce + 0.5 * reg * (np.sum(p["W1"] ** 2) + np.sum(p["W2"] ** 2)))
+
+
+def centred_difference(key: str, h: float = 1e-5) -> np.ndarray:
+    """Notebook 01's numerical gradient of reference_loss with respect to params0[key]."""
+    grad = np.zeros_like(params0[key])
+    for index in np.ndindex(grad.shape):
+        plus = {k: v.copy() for k, v in params0.items()}
+        minus = {k: v.copy() for k, v in params0.items()}
+        plus[key][index] += h
+        minus[key][index] -= h
+        grad[index] = (reference_loss(plus) - reference_loss(minus)) / (2 * h)
+    return grad
+
+
+unchanged = np.array_equal(X, X0) and all(np.array_equal(params[k], params0[k]) for k in params0)
+print("inputs unchanged:", unchanged, " grads has the keys of params:", sorted(grads) == sorted(params0))
 compare(
-    scores=(two_layer_net(params, X), scores_t.detach().numpy()),
-    loss=(loss, loss_t.item()),
-    **{f"d{k}": (grads[k], p[k].grad.numpy()) for k in params},
+    tol=LOSS,
+    scores=(scores, reference_scores(params0)),
+    loss=(loss, reference_loss(params0)),
+    **{f"d{k}": (grads.get(k), centred_difference(k)) for k in params0},
 )
 
 # %% tests grade_id="test_two_layer_net" points=5
@@ -447,19 +726,54 @@ score
 #
 # `make_spiral` draws 300 points in the plane, 100 on each of three interleaved spiral arms. No
 # straight line separates the arms, so a linear classifier (softmax on $X W^\top + b$) stays near 50%
-# accuracy; the hidden ReLU layer lets the network bend its decision boundary around them.
+# training accuracy (54% after 3000 steps of gradient descent, the test file measures it); the hidden
+# ReLU layer lets the network bend its decision boundary around them.
 #
 # Write `train_two_layer_net`: full-batch gradient descent on `two_layer_net`,
 #
 # $$\theta \leftarrow \theta - \mathrm{lr}\; \frac{\partial L}{\partial \theta} \quad \text{for every
 # parameter } \theta \in \{W_1, b_1, W_2, b_2\},$$
 #
-# recording the loss at every step. Initialisation matters: start the weights at random, scaled so
-# that the signal keeps its size through each layer (`W1` with standard deviation $\sqrt{2/D}$,
-# `W2` with $\sqrt{1/H}$), and the biases at zero. Weights that are all equal would receive equal
-# gradients and stay equal forever; weights that are too small (0.01) make training much
-# slower. With the defaults below, training takes about a second or less and reaches 97-99%
+# recording the loss at every step (before each update). The gradient descent step is the short part.
+# The part to think about is where the parameters start:
+#
+# - **Not all equal.** If every hidden unit starts with the same weights, every one computes the same
+#   output and receives the same gradient, so they stay equal forever: the network behaves as if it
+#   had a single hidden unit. (Starting from weights all 0.1, 500 steps leave every row of `W1` equal
+#   and reach 51% accuracy.) The weights must start at random; the biases may start at zero.
+# - **The right size.** Each unit of $z = X W_1^\top$ is a sum of D products. If the inputs have mean
+#   square 1 and the weights are independent with mean 0 and variance $v$, the variance of each unit is
+#   $D\,v$. Choose $v$ so that the signal keeps its size through each layer; a ReLU zeroes about half
+#   of its inputs, which halves the mean square that the next layer receives. Weights that are too
+#   small (standard deviation 0.01) shrink the signal and its gradients: after 500 steps that network
+#   reaches about 89% instead of 99%.
+#
+# Use `np.random.default_rng(seed)` for every random number, so that a seed gives the same network.
+# With a good start and the defaults below, training takes about a second or less and reaches 97-99%
 # training accuracy.
+#
+# <details><summary>Hint 1</summary>
+#
+# The number of classes is not an argument: the labels are `0 .. C-1`, so C is one more than the
+# largest label. D is the number of columns of X.
+#
+# </details>
+#
+# <details><summary>Hint 2: the scales</summary>
+#
+# For `W1`, $D\,v = 2$ keeps the mean square after the ReLU near 1: $v = 2 / D$. For `W2`, whose output
+# goes into the softmax without a ReLU, $v = 1 / H$ is enough. A standard deviation is the square root
+# of a variance.
+#
+# </details>
+#
+# <details><summary>Hint 3: initialisation and loop</summary>
+#
+# `W1 = rng.standard_normal((hidden, D)) * np.sqrt(2 / D)`, `W2 = rng.standard_normal((C, hidden)) *
+# np.sqrt(1 / hidden)`, zero biases. Then `steps` times: `loss, grads = two_layer_net(params, X, y,
+# reg)`, append `float(loss)`, and subtract `lr * grads[k]` from every `params[k]`.
+#
+# </details>
 #
 # **How it is graded.** The check calls `train_two_layer_net(X, y, seed=...)` itself, with your
 # defaults, on a spiral drawn from a seed this notebook does not use, and measures the training
@@ -482,11 +796,11 @@ def train_two_layer_net(
 ) -> tuple[dict[str, np.ndarray], list[float]]:
     """Train a two-layer network on (X, y) by full-batch gradient descent; return (params, losses).
 
-    X is (N, D), y is (N,) integer labels in 0..C-1. Initialise with ``np.random.default_rng(seed)``:
-    W1 (hidden, D) ~ N(0, 2/D), W2 (C, hidden) ~ N(0, 1/hidden), b1 and b2 zero. Then, ``steps``
-    times: ``loss, grads = two_layer_net(params, X, y, reg)``, append the loss, and update every
-    parameter with ``params[k] -= lr * grads[k]``. losses has one float per step.
-    Hint: ``rng.standard_normal((hidden, D)) * np.sqrt(2 / D)``.
+    X is (N, D), y is (N,) integer labels in 0..C-1. params holds W1 (hidden, D), b1 (hidden,),
+    W2 (C, hidden), b2 (C,), float64, initialised at random from ``np.random.default_rng(seed)``.
+    Then ``steps`` updates ``p <- p - lr * dL/dp`` of every parameter, L being the loss of
+    ``two_layer_net(params, X, y, reg)``. losses has one float per step: the loss before that update.
+    Hint: the scale of the initial weights matters; see the text above.
     """
     ### BEGIN SOLUTION
     rng = np.random.default_rng(seed)
@@ -508,19 +822,47 @@ def train_two_layer_net(
 
 
 # %% [markdown]
-# Train on the spiral, then look at the loss curve and at how the trained network splits the plane.
-# The loss starts a little above $\log 3 \approx 1.1$ (the loss of guessing each class with
-# probability 1/3), falls quickly over the first hundred steps, then slowly; the coloured regions
-# should follow the arms.
+# Try it: train on the spiral, then on a spiral drawn from another seed, as the check does, and measure
+# the training accuracy with a forward pass written here (not your `two_layer_net`). The cell also
+# checks the form of what you return. Then look at the loss curve and at how the trained network
+# splits the plane. The loss starts around 1.5: above $\log 3 \approx 1.1$, the loss of guessing each
+# class with probability 1/3, because the random start already makes confident guesses, most of them
+# wrong. It falls quickly over the first hundred steps (to about 0.3), then slowly; the coloured
+# regions should follow the arms.
 
 # %%
-X, y = make_spiral(seed=0)
-params, losses = train_two_layer_net(X, y)
-accuracy = np.mean(two_layer_net(params, X).argmax(axis=1) == y)
-print(f"final loss {losses[-1]:.3f}, training accuracy {accuracy:.1%}")
+import time
+
+
+def predict(params: dict[str, np.ndarray], points: np.ndarray) -> np.ndarray:
+    """Class labels from relu(points W1^T + b1) W2^T + b2, written here from the definition."""
+    h = np.maximum(points @ params["W1"].T + params["b1"], 0.0)
+    return (h @ params["W2"].T + params["b2"]).argmax(axis=1)
+
+
+for seed in (0, 5):
+    X, y = make_spiral(seed=seed)
+    start = time.perf_counter()
+    params, losses = train_two_layer_net(X, y.copy())
+    seconds = time.perf_counter() - start
+    H = params["W1"].shape[0]
+    shapes = {"W1": (H, 2), "b1": (H,), "W2": (3, H), "b2": (3,)}
+    form_ok = (
+        sorted(params) == sorted(shapes)
+        and all(params[k].shape == shapes[k] and params[k].dtype == np.float64 for k in shapes)
+        and len(losses) > 0
+        and bool(np.all(np.isfinite(losses)))
+    )
+    accuracy = np.mean(predict(params, X) == y)
+    print(
+        f"spiral seed {seed}: form {'ok' if form_ok else 'WRONG'}, {len(losses)} losses, "
+        f"first {losses[0]:.3f}, last {losses[-1]:.3f}, training accuracy {accuracy:.1%} "
+        f"({'at least 95%' if accuracy >= 0.95 else 'below 95%'}), {seconds:.2f} s"
+    )
+
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 plot_losses(losses, ax=axes[0])
-plot_decision_boundary(lambda points: two_layer_net(params, points).argmax(axis=1), X, y, ax=axes[1])
+plot_decision_boundary(lambda points: predict(params, points), X, y, ax=axes[1])
 plt.show()
 
 # %% tests grade_id="test_train_two_layer_net" points=3

@@ -1,0 +1,382 @@
+"""The numbers and behaviours the notebooks' text states, measured on the code they describe.
+
+Each test names the notebook and the sentence it backs. The solution functions come from the
+notebook's own source in ``solutions/``: its set-up and solution cells (and, where named, the cells
+defining a helper), executed as the notebook would execute them.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import numpy as np
+import pytest
+
+SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
+
+
+@cache
+def notebook(stem: str, *helpers: str) -> dict[str, Any]:
+    """The namespace after running the set-up and solution cells of ``solutions/<stem>.py``, plus the
+    untagged cells that define one of the functions named in ``helpers``."""
+    import torch
+
+    nb = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent")
+    namespace: dict[str, Any] = {"__name__": f"notebook_{stem}"}
+    default_dtype = torch.get_default_dtype()  # a set-up cell may change it for its notebook only
+    try:
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            kind = cell.metadata.get("title")
+            wanted = kind in ("locked", "solution") or (
+                kind is None and any(f"def {name}(" in cell.source for name in helpers)
+            )
+            if wanted:
+                exec(compile(cell.source, f"{stem}.py", "exec"), namespace)
+    finally:
+        torch.set_default_dtype(default_dtype)
+    return namespace
+
+
+# ---------------------------------------------------------------------------------------------
+# 01_linear_layer
+# ---------------------------------------------------------------------------------------------
+
+
+def test_01_adding_then_subtracting_h_does_not_always_restore_x() -> None:
+    """Hint 3 of exercise 1: `0.5 + 1e-5 - 1e-5 == 0.5` is False, and +h, -2h, +h changes about three
+    random values in four."""
+    h = 1e-5
+    assert 0.5 + h - h != 0.5
+    x = np.random.default_rng(0).standard_normal(100_000)
+    changed = np.mean(x + h - 2 * h + h != x)
+    assert 0.65 < changed < 0.85
+
+
+def test_01_centred_difference_of_a_cube_is_exactly_3x2_plus_h2() -> None:
+    """Try it of exercise 1: the centred difference of sum(x**3) is 3x^2 + h^2, and a function that
+    steps by 1e-5 instead of h = 1e-3 fails the comparison."""
+    ns = notebook("01_linear_layer")
+    from autograder.tolerances import FINITE_DIFFERENCE
+    from utils import compare
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    h = 1e-3
+    grad = ns["numerical_gradient"](lambda a: np.sum(a**3), x.copy(), h=h)
+    assert np.allclose(grad, 3 * x**2 + h**2, rtol=0, atol=1e-9)
+    ignores_h = ns["numerical_gradient"](lambda a: np.sum(a**3), x.copy(), h=1e-5)
+    assert not compare(tol=FINITE_DIFFERENCE, g=(ignores_h, 3 * x**2 + h**2)).all_ok
+    assert compare(tol=FINITE_DIFFERENCE, g=(grad, 3 * x**2 + h**2)).all_ok
+
+
+def test_01_centred_and_forward_difference_errors() -> None:
+    """Exercise 1: with h = 1e-5 the centred difference is within about 1e-10 to 1e-9 of the true
+    gradient, a forward difference about 1e-5 away."""
+    ns = notebook("01_linear_layer")
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    exact = np.sin(x) + x * np.cos(x)
+    error = np.max(np.abs(ns["numerical_gradient"](lambda a: np.sum(a * np.sin(a)), x) - exact))
+    assert 1e-12 < error < 5e-9
+    h = 1e-5
+    f0 = np.sum(x * np.sin(x))
+    forward = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = x.copy()
+        step[index] += h
+        forward[index] = (np.sum(step * np.sin(step)) - f0) / h
+    assert 1e-6 < np.max(np.abs(forward - exact)) < 1e-4
+
+
+def test_01_mse_worked_example() -> None:
+    """Exercise 3: pred [[3, 1]] against [[1, 1]] gives L = 2; pred[0, 0] = 3.001 gives 2.0020005;
+    the differences [[1, 2, 0], [0, 1, 2]] give 10 / 6."""
+    mse_loss = notebook("01_linear_layer")["mse_loss"]
+    loss, dpred = mse_loss(np.array([[3.0, 1.0]]), np.array([[1.0, 1.0]]))
+    assert loss == pytest.approx(2.0)
+    assert np.allclose(dpred, [[2.0, 0.0]])
+    assert mse_loss(np.array([[3.001, 1.0]]), np.array([[1.0, 1.0]]))[0] == pytest.approx(2.0020005)
+    assert mse_loss(np.array([[1.0, 2, 0], [0, 1, 2]]), np.zeros((2, 3)))[0] == pytest.approx(10 / 6)
+    assert mse_loss(np.array([[1.0], [2.0], [4.0]]), np.zeros((3, 1)))[0] == pytest.approx(7.0)
+
+
+def test_01_learning_rates() -> None:
+    """Exercise 4: least squares about 0.0073; lr 0.1 to 0.85 within 5% after 1000 steps, in well
+    under a second; lr 0.05 about twice the optimum; the threshold 2 / largest curvature about 0.89;
+    lr 0.9 near 1e13, lr 1 near 1e186, lr 1.5 NaN."""
+    ns = notebook("01_linear_layer", "cubic_features")
+    from utils import make_sine_regression
+
+    x, y = make_sine_regression()
+    features = ns["cubic_features"](x)
+    A = np.c_[features, np.ones(len(x))]
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    best = float(np.mean((A @ coef - y) ** 2))
+    assert best == pytest.approx(0.0073, abs=5e-5)
+    assert 2 / np.linalg.eigvalsh(2 / len(x) * A.T @ A).max() == pytest.approx(0.89, abs=0.005)
+
+    def final_loss(lr: float) -> float:
+        W, b, _ = ns["fit_cubic"](x, y, lr=lr)
+        return float(np.mean((features @ W.T + b - y.reshape(-1, 1)) ** 2))
+
+    for lr in (0.1, 0.2, 0.5, 0.8, 0.85):
+        start = time.perf_counter()
+        assert final_loss(lr) <= 1.05 * best, lr
+        assert time.perf_counter() - start < 1.0
+    assert 1.8 < final_loss(0.05) / best < 2.5
+    with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")
+        assert 1e12 < final_loss(0.9) < 1e14
+        assert 1e185 < final_loss(1.0) < 1e187
+        assert np.isnan(final_loss(1.5))
+
+
+# ---------------------------------------------------------------------------------------------
+# 02_two_layer_net
+# ---------------------------------------------------------------------------------------------
+
+
+def test_02_overflow_facts() -> None:
+    """Exercise 1: exp overflows above about 709 with a RuntimeWarning; the naive sigmoid at -800 is 0
+    but warns; exp(x) / (1 + exp(x)) at 800 is nan; np.where evaluates both branches."""
+    assert np.isfinite(np.exp(709.0))
+    with pytest.warns(RuntimeWarning):
+        assert np.exp(np.array(710.0)) == np.inf
+    with pytest.warns(RuntimeWarning):
+        assert 1 / (1 + np.exp(np.array(800.0))) == 0.0
+    with pytest.warns(RuntimeWarning):
+        x = np.array(800.0)
+        assert np.isnan(np.exp(x) / (1 + np.exp(x)))
+    with pytest.warns(RuntimeWarning):
+        x = np.array([-800.0, 800.0])
+        np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
+
+
+def test_02_sigmoid_extreme_row() -> None:
+    """Try it of 1b: sigmoid of [-800, -50, 0, 50, 800] is [0, exp(-50), 0.5, 1, 1] in float64, with no
+    warning from the stable solution."""
+    ns = notebook("02_two_layer_net")
+    x = np.array([[-800.0, -50.0, 0.0, 50.0, 800.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, _ = ns["sigmoid_forward"](x)
+    assert np.array_equal(out[0], [0.0, np.exp(-50.0), 0.5, 1.0, 1.0])
+
+
+def test_02_relu_centred_difference_at_zero_is_one_half() -> None:
+    """Try it of 1a: the centred difference of max(0, x) is 0.5 at x = 0, 1 or 0 elsewhere."""
+    h = 1e-5
+    x = np.array([-1.0, 0.0, 2.0])
+    assert np.allclose((np.maximum(x + h, 0) - np.maximum(x - h, 0)) / (2 * h), [0.0, 0.5, 1.0])
+
+
+def test_02_log_of_a_vanishing_probability() -> None:
+    """Exercise 2: e^-1000 is exactly 0 in float64; log of it is -inf; log(p + 1e-7) is about -16."""
+    assert np.exp(-1000.0) == 0.0
+    with pytest.warns(RuntimeWarning):
+        assert np.log(np.array(0.0)) == -np.inf
+    assert np.log(0.0 + 1e-7) == pytest.approx(-16.1, abs=0.05)
+
+
+def test_02_softmax_worked_cases() -> None:
+    """Exercise 2: scores [0, 0], class 0 give log 2 and gradient [-0.5, 0.5]; raising the first score
+    to 0.001 gives about 0.6926; the large-logit case of the try-it gives about 666.8755."""
+    fn = notebook("02_two_layer_net")["softmax_cross_entropy"]
+    loss, dscores = fn(np.array([[0.0, 0.0]]), np.array([0]))
+    assert loss == pytest.approx(np.log(2))
+    assert np.allclose(dscores, [[-0.5, 0.5]])
+    assert fn(np.array([[0.001, 0.0]]), np.array([0]))[0] == pytest.approx(0.6926, abs=5e-5)
+    large = np.array([[1000.0, 999.0, -1000.0], [1000.0, 0.0, 999.0], [-1000.0, 1000.0, 0.0]])
+    loss, _ = fn(large, np.array([0, 1, 2]))
+    assert loss == pytest.approx((2000 + 2 * np.log1p(np.exp(-1))) / 3)
+    assert loss == pytest.approx(666.8755, abs=5e-5)
+    assert np.log1p(np.exp(-1)) == pytest.approx(0.3133, abs=5e-5)
+
+
+def test_02_penalty_worked_case() -> None:
+    """Exercise 3: 0.5 * 0.1 * 3^2 = 0.45; at 3.001 it is 0.4503 (to four digits), a slope of 0.3."""
+    assert 0.5 * 0.1 * 3.0**2 == pytest.approx(0.45)
+    assert 0.5 * 0.1 * 3.001**2 == pytest.approx(0.4503, abs=5e-5)
+    assert (0.5 * 0.1 * 3.001**2 - 0.45) / 0.001 == pytest.approx(0.3, abs=1e-3)
+
+
+def _train_spiral(ns: dict[str, Any], X: np.ndarray, y: np.ndarray, params: dict[str, np.ndarray]) -> list:
+    losses = []
+    for _ in range(500):
+        loss, grads = ns["two_layer_net"](params, X, y, reg=1e-3)
+        losses.append(loss)
+        for k in params:
+            params[k] -= 1.0 * grads[k]
+    return losses
+
+
+def _accuracy(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray) -> float:
+    h = np.maximum(X @ params["W1"].T + params["b1"], 0.0)
+    return float(np.mean((h @ params["W2"].T + params["b2"]).argmax(axis=1) == y))
+
+
+def test_02_spiral_training_claims() -> None:
+    """Exercise 4: the defaults reach 97-99% in about a second or less, the loss starts around 1.5 and is
+    about 0.3 after 100 steps; equal starting weights stay equal (51%); weights of standard deviation
+    0.01 reach about 89% after 500 steps; a linear classifier stays near 50% (54%)."""
+    ns = notebook("02_two_layer_net")
+    from utils import make_spiral
+
+    for seed in (0, 5, 7):
+        X, y = make_spiral(seed=seed)
+        start = time.perf_counter()
+        params, losses = ns["train_two_layer_net"](X, y)
+        assert time.perf_counter() - start < 1.5
+        assert 0.97 <= _accuracy(params, X, y) <= 0.99 + 1e-9
+        assert 1.4 < losses[0] < 1.6 and 0.25 < losses[100] < 0.4
+
+    X, y = make_spiral(seed=0)
+    equal = {
+        "W1": np.full((100, 2), 0.1),
+        "b1": np.zeros(100),
+        "W2": np.full((3, 100), 0.1),
+        "b2": np.zeros(3),
+    }
+    _train_spiral(ns, X, y, equal)
+    assert np.allclose(equal["W1"], equal["W1"][0]) and np.allclose(equal["W2"], equal["W2"][:, :1])
+    assert _accuracy(equal, X, y) == pytest.approx(0.51, abs=0.005)
+
+    rng = np.random.default_rng(0)
+    small = {
+        "W1": 0.01 * rng.standard_normal((100, 2)),
+        "b1": np.zeros(100),
+        "W2": 0.01 * rng.standard_normal((3, 100)),
+        "b2": np.zeros(3),
+    }
+    _train_spiral(ns, X, y, small)
+    assert 0.85 < _accuracy(small, X, y) < 0.93
+
+    W, b = np.zeros((3, 2)), np.zeros(3)
+    for _ in range(3000):
+        s = X @ W.T + b
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(len(y)), y] -= 1
+        p /= len(y)
+        W -= p.T @ X
+        b -= p.sum(axis=0)
+    assert np.mean((X @ W.T + b).argmax(axis=1) == y) == pytest.approx(0.54, abs=0.005)
+
+
+# ---------------------------------------------------------------------------------------------
+# 03_autograd_graph
+# ---------------------------------------------------------------------------------------------
+
+
+def test_03_reading_the_grad_of_a_non_leaf_warns_and_gives_none() -> None:
+    """retain_grad: an intermediate result's .grad stays None after backward, and reading it warns."""
+    import torch
+
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 3
+    h.sum().backward()
+    with pytest.warns(UserWarning, match="non-leaf"):
+        assert h.grad is None
+
+
+def test_03_zero_grad_sets_the_grads_to_none_by_default() -> None:
+    """Gradients accumulate: optimizer.zero_grad() sets the grads to None by default."""
+    import torch
+
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    (3 * w).sum().backward()
+    optimizer = torch.optim.SGD([w], lr=0.1)
+    optimizer.zero_grad()
+    assert w.grad is None
+
+
+def test_03_diamond_derivative_and_orders() -> None:
+    """The diamond: dL/da = cos^2 a - sin^2 a + 1; breadth first and first-reached orders run
+    ExpBackward0 before one of the nodes that send it gradient; the solution's order does not."""
+    import torch
+
+    ns = notebook("03_autograd_graph")
+    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    a = torch.exp(x)
+    a.retain_grad()
+    out = (torch.sin(a) * torch.cos(a) + a).sum()
+    out.backward(retain_graph=True)
+    ad = a.detach()
+    assert torch.allclose(a.grad, torch.cos(ad) ** 2 - torch.sin(ad) ** 2 + 1)
+
+    bfs, seen = [out.grad_fn], {out.grad_fn}
+    for node in bfs:
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                bfs.append(child)
+    names = [type(n).__name__ for n in bfs]
+    senders = {"SinBackward0", "CosBackward0", "AddBackward0"}
+    assert any(names.index(s) > names.index("ExpBackward0") for s in senders)
+
+    first_reached, seen, stack = [], set(), [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        first_reached.append(type(node).__name__)
+        stack.extend(child for child, _ in reversed(node.next_functions))
+    assert any(first_reached.index(s) > first_reached.index("ExpBackward0") for s in senders)
+
+    order = ns["backward_order"](out)
+    assert all(order.index(s) < order.index("ExpBackward0") for s in senders)
+
+
+def test_03_network_graph_is_a_few_dozen_nodes_deep() -> None:
+    """Exercise 2: a recursive walk is fine, the graphs are a few dozen nodes deep (far below Python's
+    recursion limit)."""
+    import torch
+
+    ns = notebook("03_autograd_graph")
+    rng = np.random.default_rng(0)
+    params = {
+        "W1": torch.tensor(rng.standard_normal((6, 4)), requires_grad=True),
+        "b1": torch.tensor(rng.standard_normal(6), requires_grad=True),
+        "W2": torch.tensor(rng.standard_normal((3, 6)), requires_grad=True),
+        "b2": torch.tensor(rng.standard_normal(3), requires_grad=True),
+    }
+    X, y = torch.tensor(rng.standard_normal((5, 4))), torch.tensor([0, 1, 2, 1, 0])
+    loss = ns["two_layer_loss_torch"](params, X, y, reg=0.1)
+
+    def depth(node: Any) -> int:
+        children = [c for c, _ in node.next_functions if c is not None]
+        return 1 + max((depth(c) for c in children), default=0)
+
+    assert depth(loss.grad_fn) < 50
+    assert len(ns["backward_order"](loss)) < 50
+
+
+def test_03_spiral_with_autograd() -> None:
+    """Exercise 3's demo: 300 steps reach 97-99% training accuracy in about a second."""
+    import torch
+
+    from utils import make_spiral
+
+    ns = notebook("03_autograd_graph")
+    X, y = make_spiral(seed=0)
+    X_t, y_t = torch.tensor(X), torch.tensor(y)
+    rng = np.random.default_rng(0)
+    params = {
+        "W1": torch.tensor(rng.standard_normal((100, 2)) * np.sqrt(2 / 2), requires_grad=True),
+        "b1": torch.zeros(100, dtype=torch.float64, requires_grad=True),
+        "W2": torch.tensor(rng.standard_normal((3, 100)) * np.sqrt(1 / 100), requires_grad=True),
+        "b2": torch.zeros(3, dtype=torch.float64, requires_grad=True),
+    }
+    start = time.perf_counter()
+    for _ in range(300):
+        ns["two_layer_loss_torch"](params, X_t, y_t, reg=1e-3).backward()
+        ns["sgd_step"](list(params.values()), lr=1.0)
+    assert time.perf_counter() - start < 3.0
+    p = {k: v.detach().numpy() for k, v in params.items()}
+    assert 0.97 <= _accuracy(p, X, y) <= 0.99 + 1e-9
