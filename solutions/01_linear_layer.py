@@ -63,7 +63,7 @@ import numpy as np
 
 from autograder.checks import check_fit_cubic, check_linear_layer, check_mse_loss, check_numerical_gradient
 from autograder.tolerances import FINITE_DIFFERENCE
-from utils import compare, make_sine_regression, plot_fit, plot_losses
+from backprop_utils import compare, make_sine_regression, plot_fit, plot_losses
 
 # %% [markdown]
 # ## Exercise 1: numerical_gradient (3 points)

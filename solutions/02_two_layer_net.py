@@ -54,7 +54,7 @@ from autograder.checks import (
     check_train_two_layer_net,
     check_two_layer_net,
 )
-from utils import compare, make_spiral, plot_decision_boundary, plot_losses
+from backprop_utils import compare, make_spiral, plot_decision_boundary, plot_losses
 
 
 def torch_activation(fn, x: np.ndarray, dout: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import check_backward_order, check_sgd_step, check_two_layer_loss_torch
-from utils import compare, draw_graph, make_spiral, plot_decision_boundary, plot_losses
+from backprop_utils import compare, draw_graph, make_spiral, plot_decision_boundary, plot_losses
 
 # tensors made from Python floats are float64, like the numpy arrays of notebooks 01 and 02
 torch.set_default_dtype(torch.float64)

@@ -83,7 +83,7 @@ from autograder.checks import (
     check_my_relu,
     check_train_spiral,
 )
-from utils import compare, make_spiral, plot_losses
+from backprop_utils import compare, make_spiral, plot_losses
 
 torch.manual_seed(0)
 

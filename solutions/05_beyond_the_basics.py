@@ -46,7 +46,7 @@ from autograder.checks import (
     check_linear_function_func,
     check_softmax_cross_entropy_function,
 )
-from utils import compare
+from backprop_utils import compare
 
 torch.set_default_dtype(torch.float64)
 

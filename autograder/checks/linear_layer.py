@@ -29,7 +29,7 @@ from autograder.checks.core import (
 from autograder.compare import Verdict, compare
 from autograder.report import Item, Report
 from autograder.tolerances import FINITE_DIFFERENCE, FLOAT64, LOSS, REPORTED_LOSS, TRAINING
-from utils.data import make_sine_regression
+from backprop_utils.data import make_sine_regression
 
 # Pairwise-distinct sizes, so that a transposed weight gradient or a bias summed over the wrong axis
 # cannot have the right shape; N = 1 hides batch-scaling bugs, so it is a case of its own.

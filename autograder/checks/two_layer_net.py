@@ -35,7 +35,7 @@ from autograder.checks.core import (
 from autograder.compare import Verdict, compare
 from autograder.report import Item, Report
 from autograder.tolerances import LOSS
-from utils.data import make_spiral
+from backprop_utils.data import make_spiral
 
 ACTIVATION_POINTS = 1.0
 SOFTMAX_POINTS = 3.0
