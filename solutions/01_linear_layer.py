@@ -56,6 +56,15 @@
 # Run the cells in order, from the top.
 
 # %% locked grade_id="setup"
+try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+    import autograder.checks  # noqa: F401
+    import backprop_utils  # noqa: F401
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(
+        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
+        " published with the notebooks), then this cell again."
+    ) from None
+
 from collections.abc import Callable
 
 import matplotlib.pyplot as plt
