@@ -6,6 +6,7 @@ Shared by the tests that run the notebooks outside the grading engine: in a real
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -54,7 +55,8 @@ def wheel_name() -> str:
 
 def make_wheel() -> Path:
     """Build the course's wheel with the Makefile's own target; return its path."""
-    subprocess.run(["make", "--no-print-directory", "-s", "wheel"], cwd=REPO, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    subprocess.run(["make", "--no-print-directory", "-s", "wheel"], cwd=REPO, env=env, check=True)
     wheel = REPO / "dist" / wheel_name()
     assert wheel.is_file(), f"`make wheel` did not make {wheel}"
     return wheel

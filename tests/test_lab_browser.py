@@ -78,7 +78,7 @@ class Lab:
         ]
         if os.geteuid() == 0:  # CI runs as root; jupyter refuses to without this
             args.append("--allow-root")
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
         env.update(
             MPLBACKEND="Agg",  # as `make test` exports it: the lab target must undo it
             JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
@@ -108,6 +108,16 @@ class Lab:
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
         return json.loads(body) if body else None
+
+    def wait_for_idle_kernel(self, path: str) -> None:
+        """Wait until the notebook at ``path`` has a kernel that is ready for its first cell."""
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            states = [s["kernel"]["execution_state"] for s in self.api("sessions") if s["path"] == path]
+            if states == ["idle"]:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"no idle kernel for {path} after {START_SECONDS} s:\n{self.log.read_text()}")
 
     def shut_down_kernels(self) -> None:
         for session in self.api("sessions"):
@@ -177,14 +187,20 @@ def run_cell_by_cell(page: Page, lab: Lab, path: str, sources: list[str]) -> lis
     page.goto(lab.url(f"lab/workspaces/{workspace}/tree/{path}"))
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
     expect(cells).to_have_count(len(sources), timeout=60_000)
+    lab.wait_for_idle_kernel(path)
     runs = []
     for index, source in enumerate(sources):
         cell = cells.nth(index)
-        cell.locator(".jp-InputPrompt").click()
-        page.keyboard.press("Control+Enter")
-        expect(cell.locator(".jp-InputPrompt")).to_have_text(
-            re.compile(r"\[\d+\]"), timeout=CELL_SECONDS * 1000
-        )
+        prompt = cell.locator(".jp-InputPrompt")
+        for _ in range(5):  # a key press can be lost while the page still settles: "[*]" says it was not
+            prompt.click()
+            page.keyboard.press("Control+Enter")
+            try:
+                expect(prompt).not_to_have_text("[ ]:", timeout=10_000)
+                break
+            except AssertionError:
+                continue
+        expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=CELL_SECONDS * 1000)
         runs.append(CellRun(index, source, **cell.evaluate(READ_CELL)))
     lab.shut_down_kernels()
     return runs
