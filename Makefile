@@ -15,7 +15,7 @@ LAB_ARGS ?=
 LAB_DIR  ?= notebooks/
 # The learner's lab: its own Jupyter configuration (jupyter-config/learner/) switches nbgrader's instructor
 # tools off (menu, Create Assignment, formgrader, Validate, and their server extensions).
-LEARNER_JUPYTER := env -u MPLBACKEND JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter-config/learner
+LEARNER_JUPYTER := env -u MPLBACKEND JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 WHEEL := dist/backprop_course-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
 
 .PHONY: demo test lab instructor-lab wheel build validate lint format clean
