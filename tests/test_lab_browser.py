@@ -252,6 +252,7 @@ def test_the_learners_lab_has_no_instructor_tools_and_logs_no_error(
         assert page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").count() == 0
         assert page.get_by_text("Create Assignment").count() == 0
         assert page.get_by_role("button", name="Validate").count() == 0
+        learner_lab.wait_for_idle_kernel("01_linear_layer.ipynb")  # shut down a kernel that has started
     finally:
         page.close()
     learner_lab.shut_down_kernels()
@@ -268,6 +269,7 @@ def test_the_instructor_lab_has_nbgrader(browser: BrowserContext, tmp_path: Path
     try:
         page.goto(lab.url("lab/workspaces/instructor/tree/notebooks/01_linear_layer.ipynb"))
         expect(page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader")).to_have_count(1)
+        lab.wait_for_idle_kernel("notebooks/01_linear_layer.ipynb")
     finally:
         page.close()
         lab.shut_down_kernels()
