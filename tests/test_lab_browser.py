@@ -55,6 +55,12 @@ PLOTS = re.compile(
 # warning while it starts. (Opening a notebook logs Jupyter's own warning that it "is not trusted": any
 # notebook not signed on this machine is, so its outputs' HTML and JavaScript are not run; it is no fault.)
 ERROR_LINE = re.compile(r"^\[[EC] .*|^Traceback.*", re.MULTILINE)
+# Not the lab's fault: the test closes its pages at once, and tornado then logs that a message for a
+# closed websocket was not sent. (A learner closing a tab gets the same.)
+CLOSED_TAB = re.compile(
+    r"^Task exception was never retrieved\n(?:(?!^Task ).*\n)*?tornado\.websocket\.WebSocketClosedError\n",
+    re.MULTILINE,
+)
 WARNING_LINE = re.compile(r"^\[W .*", re.MULTILINE)
 STARTED = "Use Control-C to stop this server"
 
@@ -259,7 +265,7 @@ def test_the_learners_lab_has_no_instructor_tools_and_logs_no_error(
     log = learner_lab.log.read_text()
     assert "nbgrader" not in log, log
     assert STARTED in log, log
-    assert ERROR_LINE.findall(log) == [], log
+    assert ERROR_LINE.findall(CLOSED_TAB.sub("", log)) == [], log
     assert WARNING_LINE.findall(log[: log.index(STARTED)]) == [], log
 
 
@@ -274,4 +280,6 @@ def test_the_instructor_lab_has_nbgrader(browser: BrowserContext, tmp_path: Path
         page.close()
         lab.shut_down_kernels()
         lab.stop()
-    assert "nbgrader.server_extensions.formgrader | extension was successfully loaded" in lab.log.read_text()
+    log = lab.log.read_text()
+    assert "nbgrader.server_extensions.formgrader | extension was successfully loaded" in log
+    assert ERROR_LINE.findall(log[: log.index(STARTED)]) == [], log  # its course/ is inside its root
