@@ -6,14 +6,25 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 export OMP_NUM_THREADS ?= 1
+# Scripts, tests and the grading engine draw into files, never windows. The labs unset it: in a notebook,
+# matplotlib's inline backend (the plots under the cells) takes over only when MPLBACKEND is not set.
 export MPLBACKEND ?= Agg
 
-.PHONY: demo test lab build validate lint format clean
+# The labs' extra options (e.g. LAB_ARGS="--no-browser --port=8890") and the folder the learner's lab opens.
+LAB_ARGS ?=
+LAB_DIR  ?= notebooks/
+# The learner's lab: its own Jupyter configuration (jupyter-config/learner/) switches nbgrader's instructor
+# tools off (menu, Create Assignment, formgrader, Validate, and their server extensions).
+LEARNER_JUPYTER := env -u MPLBACKEND JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
+WHEEL := dist/backprop_course-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
+
+.PHONY: demo test lab instructor-lab wheel build validate lint format clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $(STAMP)
 
 ## demo: build the course, grade the demo class with the grading engine, print the scores (the main job)
@@ -24,9 +35,21 @@ demo: $(STAMP)
 test: lint
 	$(PY) -m pytest
 
-## lab: open JupyterLab on the student notebooks
+## lab: open JupyterLab on the student notebooks, for a learner: plots inline, no instructor tools
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(LEARNER_JUPYTER) $(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_DIR)
+
+## instructor-lab: JupyterLab at the course root with nbgrader's tools (formgrader, Create Assignment, ...)
+instructor-lab: $(STAMP)
+	env -u MPLBACKEND $(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+## wheel: the course's package (autograder, backprop_utils) as dist/*.whl, to publish with notebooks/
+wheel: $(WHEEL)
+
+$(WHEEL): $(STAMP) pyproject.toml $(shell find autograder utils -name '*.py')
+	rm -rf dist build/lib build/bdist.*
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	test -f $@
 
 ## build: regenerate the student versions in notebooks/ from solutions/
 build: $(STAMP)
@@ -45,4 +68,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix autograder utils tests solutions benchmarks
 
 clean:
-	rm -rf build course/source course/release .pytest_cache
+	rm -rf build dist course/source course/release .pytest_cache

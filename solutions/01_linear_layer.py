@@ -56,6 +56,15 @@
 # Run the cells in order, from the top.
 
 # %% locked grade_id="setup"
+try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+    import autograder.checks  # noqa: F401
+    import backprop_utils  # noqa: F401
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(
+        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
+        " published with the notebooks), then this cell again."
+    ) from None
+
 from collections.abc import Callable
 
 import matplotlib.pyplot as plt
@@ -63,7 +72,7 @@ import numpy as np
 
 from autograder.checks import check_fit_cubic, check_linear_layer, check_mse_loss, check_numerical_gradient
 from autograder.tolerances import FINITE_DIFFERENCE
-from utils import compare, make_sine_regression, plot_fit, plot_losses
+from backprop_utils import compare, make_sine_regression, plot_fit, plot_losses
 
 # %% [markdown]
 # ## Exercise 1: numerical_gradient (3 points)

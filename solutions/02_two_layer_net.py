@@ -41,9 +41,17 @@
 # shape, dtype and values, and prints which property failed and the likely mistake.
 
 # %% locked grade_id="setup"
+try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+    import autograder.checks  # noqa: F401
+    import backprop_utils  # noqa: F401
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(
+        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
+        " published with the notebooks), then this cell again."
+    ) from None
+
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 from autograder.checks import (
     check_relu,
@@ -53,15 +61,7 @@ from autograder.checks import (
     check_train_two_layer_net,
     check_two_layer_net,
 )
-from utils import compare, make_spiral, plot_decision_boundary, plot_losses
-
-
-def torch_activation(fn, x: np.ndarray, dout: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """PyTorch's ``fn(x)`` and the gradient with respect to x for the upstream gradient dout."""
-    x_t = torch.tensor(x, requires_grad=True)
-    out_t = fn(x_t)
-    out_t.backward(torch.tensor(dout))
-    return out_t.detach().numpy(), x_t.grad.numpy()
+from backprop_utils import compare, make_spiral, plot_decision_boundary, plot_losses
 
 
 # %% [markdown]

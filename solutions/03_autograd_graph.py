@@ -29,13 +29,22 @@
 # outside your code.
 
 # %% locked grade_id="setup"
+try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+    import autograder.checks  # noqa: F401
+    import backprop_utils  # noqa: F401
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(
+        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
+        " published with the notebooks), then this cell again."
+    ) from None
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from autograder.checks import check_backward_order, check_sgd_step, check_two_layer_loss_torch
-from utils import compare, draw_graph, make_spiral, plot_decision_boundary, plot_losses
+from backprop_utils import compare, draw_graph, make_spiral, plot_decision_boundary, plot_losses
 
 # tensors made from Python floats are float64, like the numpy arrays of notebooks 01 and 02
 torch.set_default_dtype(torch.float64)

@@ -62,6 +62,15 @@
 # `.backward()`, because autograd silently repairs some wrong answers (you will see one in exercise 2).
 
 # %% locked grade_id="setup"
+try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+    import autograder.checks  # noqa: F401
+    import backprop_utils  # noqa: F401
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(
+        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
+        " published with the notebooks), then this cell again."
+    ) from None
+
 import math
 import time
 import timeit
@@ -83,7 +92,7 @@ from autograder.checks import (
     check_my_relu,
     check_train_spiral,
 )
-from utils import compare, make_spiral, plot_losses
+from backprop_utils import compare, make_spiral, plot_losses
 
 torch.manual_seed(0)
 

@@ -30,6 +30,15 @@
 # sizes that all differ, and N = 1 as a case of its own.
 
 # %% locked grade_id="setup"
+try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+    import autograder.checks  # noqa: F401
+    import backprop_utils  # noqa: F401
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(
+        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
+        " published with the notebooks), then this cell again."
+    ) from None
+
 import math
 
 import matplotlib.pyplot as plt
@@ -46,7 +55,7 @@ from autograder.checks import (
     check_linear_function_func,
     check_softmax_cross_entropy_function,
 )
-from utils import compare
+from backprop_utils import compare
 
 torch.set_default_dtype(torch.float64)
 

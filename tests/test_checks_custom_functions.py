@@ -13,7 +13,7 @@ from check_helpers import blank, failed, grade, item
 from torch import nn
 
 from autograder.checks import custom_functions as checks
-from utils.data import make_spiral
+from backprop_utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions) and blanks

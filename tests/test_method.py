@@ -27,8 +27,8 @@ def test_the_reference_answers_are_never_flagged(name: str) -> None:
 
 
 def test_the_numpy_notebooks_are_graded_without_torch() -> None:
-    # Notebook 02 still imports torch in its set-up cell until its try-it cells stop using it.
     assert kernel_kind(source_notebook(COURSE["01_linear_layer"].source)) == "numpy"
+    assert kernel_kind(source_notebook(COURSE["02_two_layer_net"].source)) == "numpy"
     assert kernel_kind(source_notebook(COURSE["04_custom_functions"].source)) == "torch"
 
 

@@ -64,7 +64,7 @@ def test_01_centred_difference_of_a_cube_is_exactly_3x2_plus_h2() -> None:
     steps by 1e-5 instead of h = 1e-3 fails the comparison."""
     ns = notebook("01_linear_layer")
     from autograder.tolerances import FINITE_DIFFERENCE
-    from utils import compare
+    from backprop_utils import compare
 
     x = np.random.default_rng(0).standard_normal((2, 3, 4))
     h = 1e-3
@@ -110,7 +110,7 @@ def test_01_learning_rates() -> None:
     under a second; lr 0.05 about twice the optimum; the threshold 2 / largest curvature about 0.89;
     lr 0.9 near 1e13, lr 1 near 1e186, lr 1.5 NaN."""
     ns = notebook("01_linear_layer", "cubic_features")
-    from utils import make_sine_regression
+    from backprop_utils import make_sine_regression
 
     x, y = make_sine_regression()
     features = ns["cubic_features"](x)
@@ -225,7 +225,7 @@ def test_02_spiral_training_claims() -> None:
     about 0.3 after 100 steps; equal starting weights stay equal (51%); weights of standard deviation
     0.01 reach about 89% after 500 steps; a linear classifier stays near 50% (54%)."""
     ns = notebook("02_two_layer_net")
-    from utils import make_spiral
+    from backprop_utils import make_spiral
 
     for seed in (0, 5, 7):
         X, y = make_spiral(seed=seed)
@@ -361,7 +361,7 @@ def test_03_spiral_with_autograd() -> None:
     """Exercise 3's demo: 300 steps reach 97-99% training accuracy in about a second."""
     import torch
 
-    from utils import make_spiral
+    from backprop_utils import make_spiral
 
     ns = notebook("03_autograd_graph")
     X, y = make_spiral(seed=0)

@@ -15,7 +15,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection
 
-from utils import (
+from backprop_utils import (
     ComparisonTable,
     compare,
     make_sine_regression,

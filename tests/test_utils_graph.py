@@ -12,8 +12,8 @@ import matplotlib.text
 import pytest
 import torch
 
-from utils import draw_graph
-from utils.graph import graph_layout
+from backprop_utils import draw_graph
+from backprop_utils.graph import graph_layout
 
 
 def _diamond():

@@ -1,10 +1,10 @@
 """What the notebooks import: comparison tables, data sets, plots and seeding. Never an answer."""
 
-from utils.compare import ComparisonTable, compare
-from utils.data import make_sine_regression, make_spiral
-from utils.graph import draw_graph
-from utils.plots import plot_decision_boundary, plot_fit, plot_losses
-from utils.seeding import seed_everything
+from backprop_utils.compare import ComparisonTable, compare
+from backprop_utils.data import make_sine_regression, make_spiral
+from backprop_utils.graph import draw_graph
+from backprop_utils.plots import plot_decision_boundary, plot_fit, plot_losses
+from backprop_utils.seeding import seed_everything
 
 __all__ = [
     "ComparisonTable",

@@ -38,7 +38,7 @@ from autograder.compare import Verdict, compare
 from autograder.grading import reference
 from autograder.report import Item, Report
 from autograder.tolerances import FLOAT64, JACOBIAN_FLOAT32, JACOBIAN_FLOAT64
-from utils.data import make_spiral
+from backprop_utils.data import make_spiral
 
 ELEMENTWISE_POINTS = 1.0
 LINEAR_FUNCTION_POINTS = 6.0

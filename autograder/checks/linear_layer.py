@@ -23,7 +23,7 @@ from autograder.checks.core import (
     run_forward_backward,
     unpack,
 )
-from utils.data import make_sine_regression
+from backprop_utils.data import make_sine_regression
 
 # Pairwise-distinct sizes, so that a transposed weight gradient or a bias summed over the wrong axis
 # cannot have the right shape; N = 1 hides batch-scaling bugs, so it is a case of its own.

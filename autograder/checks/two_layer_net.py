@@ -34,7 +34,7 @@ from autograder.grading import reference
 from autograder.grading.toolkit import add_notes, inputs_unchanged_item
 from autograder.report import Item, Report
 from autograder.tolerances import LOSS
-from utils.data import make_spiral
+from backprop_utils.data import make_spiral
 
 ACTIVATION_POINTS = 1.0
 SOFTMAX_POINTS = 3.0

@@ -120,7 +120,7 @@ GRADING_CODE = (
     "autograder.evidence",
     "autograder.report",
     "autograder.tolerances",
-    "utils",
+    "backprop_utils",
 )
 
 

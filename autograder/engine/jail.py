@@ -164,7 +164,7 @@ def kernel_view(numpy_only: bool) -> dict[str, list[str]]:
     and ``packages`` (a folder shown with only the listed entries), all absolute and real paths."""
     ro = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
     ro += sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)})
-    autograder_dir, utils_dir = _package_dir("autograder"), _package_dir("utils")
+    autograder_dir, utils_dir = _package_dir("autograder"), _package_dir("backprop_utils")
     ro += [autograder_dir, utils_dir]
     masked = []
     if numpy_only:

@@ -1,0 +1,62 @@
+"""Student notebooks as a learner has them: untouched, or with every exercise solved (the reference).
+
+Shared by the tests that run the notebooks outside the grading engine: in a real JupyterLab
+(``test_lab_browser.py``) and alone with only the course's wheel installed (``test_wheel.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+from autograder.build import NOTEBOOKS, SOLUTIONS, source_notebook
+
+REPO = Path(__file__).resolve().parent.parent
+NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+
+def student_notebook(name: str) -> NotebookNode:
+    """The committed student version of notebook ``name``, as released."""
+    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+
+
+def solved_notebook(name: str) -> NotebookNode:
+    """The student version with every answer cell replaced by the reference solution: a learner who
+    solved every exercise. Test cells stay the visible ones the learner has."""
+    nb = student_notebook(name)
+    reference = {
+        cell.metadata["nbgrader"]["grade_id"]: cell
+        for cell in source_notebook(SOLUTIONS / f"{name}.py").cells
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
+    solved = 0
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            lines = reference[meta["grade_id"]].source.splitlines()
+            cell.source = "\n".join(line for line in lines if not _MARKER.match(line))
+            solved += 1
+    assert solved, f"{name} has no answer cell to solve"
+    return nb
+
+
+def wheel_name() -> str:
+    """The file name of the wheel `make wheel` builds, from the version in pyproject.toml."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    version = re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
+    return f"backprop_course-{version}-py3-none-any.whl"
+
+
+def make_wheel() -> Path:
+    """Build the course's wheel with the Makefile's own target; return its path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    subprocess.run(["make", "--no-print-directory", "-s", "wheel"], cwd=REPO, env=env, check=True)
+    wheel = REPO / "dist" / wheel_name()
+    assert wheel.is_file(), f"`make wheel` did not make {wheel}"
+    return wheel

@@ -1,0 +1,193 @@
+"""The course's wheel (`make wheel`): it holds every module of the course, and a notebook copied out of
+the repository says how to install it and works after that one command, with nothing else of the course.
+
+"Nothing else" is made true, not assumed: the tests run in a fresh virtual environment whose only other
+packages are the course's dependencies, linked one by one from this environment's site-packages with
+the course's own entries (its editable install, its metadata) left out; they first prove that the course
+cannot be imported there, then install the wheel with pip's `--no-index --no-deps`, then prove that every
+course module imported comes from that installed wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from notebook_helpers import NAMES, REPO, make_wheel, solved_notebook, student_notebook, wheel_name
+
+# What the repository's files become in the wheel: utils/ is the package backprop_utils.
+PACKAGES = {"autograder": "autograder", "utils": "backprop_utils"}
+COURSE_ENTRIES = re.compile(r"^(autograder|backprop_utils|utils|(__editable__[._]+)?backprop_course\b.*)$")
+KERNEL = "course-wheel-only"
+LEARNER_UTILS = 'def helper() -> str:\n    return "the learner\'s own utils"\n'
+
+
+def course_modules() -> list[str]:
+    """Every module of the course, by its import name, from the files in the repository."""
+    modules = []
+    for folder, package in PACKAGES.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = [package, *path.relative_to(REPO / folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules.append(".".join(parts))
+    return modules
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    return make_wheel()
+
+
+class BareVenv:
+    """A virtual environment with the course's dependencies but not the course, and a kernel spec for it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        deps = root / "deps"
+        deps.mkdir()
+        here = Path(sysconfig.get_paths()["purelib"])
+        for entry in sorted(here.iterdir()):
+            if not COURSE_ENTRIES.match(entry.name):
+                (deps / entry.name).symlink_to(entry)
+        self.dir = root / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(self.dir)], check=True)
+        self.python = self.dir / "bin" / "python"
+        self.site = Path(self.run("import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+        (self.site / "course-dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
+        spec = root / "jupyter" / "kernels" / KERNEL
+        spec.mkdir(parents=True)
+        argv = [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        kernel = {
+            "argv": argv + ["--IPKernelApp.log_level=ERROR"],
+            "display_name": KERNEL,
+            "language": "python",
+        }
+        (spec / "kernel.json").write_text(json.dumps(kernel), encoding="utf-8")
+
+    def run(self, code: str, cwd: Path | None = None) -> str:
+        empty = cwd or self.root
+        done = subprocess.run(
+            [str(self.python), "-c", code], cwd=empty, capture_output=True, text=True, env=_clean_env()
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def importable(self, names: list[str]) -> list[str]:
+        probe = (
+            f"import importlib.util as u, json; print(json.dumps([m for m in {names!r} if u.find_spec(m)]))"
+        )
+        return json.loads(self.run(probe))
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without anything that points Python at the repository, and a pip
+    that reads no configuration: it can install the file it is given and nothing else."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_", "VIRTUAL_ENV"))}
+    env.update(
+        PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1"
+    )
+    return env
+
+
+@pytest.fixture
+def bare_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> BareVenv:
+    venv = BareVenv(tmp_path)
+    for key, value in _clean_env().items():
+        monkeypatch.setenv(key, value)
+    for key in [k for k in os.environ if k.startswith(("PYTHON", "VIRTUAL_ENV"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    assert venv.importable(["autograder", "backprop_utils"]) == [], "the bare venv already has the course"
+    assert venv.importable(["numpy", "torch", "matplotlib", "ipykernel"]) == [
+        "numpy",
+        "torch",
+        "matplotlib",
+        "ipykernel",
+    ]
+    return venv
+
+
+def _execute(nb: nbformat.NotebookNode, folder: Path) -> None:
+    NotebookClient(
+        nb, timeout=300, kernel_name=KERNEL, resources={"metadata": {"path": str(folder)}}
+    ).execute()
+
+
+def test_the_wheel_holds_every_module_and_nothing_else(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {m.replace(".", "/") for m in course_modules()}
+    files = {n.removesuffix(".py").removesuffix("/__init__") for n in names if n.endswith(".py")}
+    assert files == expected
+    assert not any(n.startswith(("utils/", "tests/", "solutions/", "notebooks/")) for n in names)
+    metadata = zipfile.ZipFile(wheel).read(f"{wheel.name.split('-py3')[0]}.dist-info/METADATA").decode()
+    assert {"numpy", "torch", "matplotlib"} <= set(
+        re.findall(r"^Requires-Dist: ([A-Za-z0-9_-]+)", metadata, re.M)
+    )
+
+
+def test_every_module_imports_from_the_installed_wheel(wheel: Path, bare_venv: BareVenv) -> None:
+    subprocess.run([str(bare_venv.python), "-m", "pip", "install", "--quiet", str(wheel)], check=True)
+    modules = course_modules()
+    assert "autograder.engine.grade" in modules and "backprop_utils.plots" in modules
+    out = bare_venv.run(
+        "import importlib, json\n"
+        f"print(json.dumps({{m: importlib.import_module(m).__file__ for m in {modules!r}}}))"
+    )
+    where = json.loads(out)
+    outside = {m: f for m, f in where.items() if not f.startswith(str(bare_venv.site) + os.sep)}
+    assert not outside, f"imported from elsewhere than the installed wheel: {outside}"
+
+
+def test_a_notebook_alone_says_how_to_install_and_works_after_that_command(
+    wheel: Path, bare_venv: BareVenv, tmp_path: Path
+) -> None:
+    # As published: the notebooks and the wheel, in a folder where the learner also keeps a utils.py.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copyfile(wheel, alone / wheel.name)
+    (alone / "utils.py").write_text(LEARNER_UTILS, encoding="utf-8")
+    commands = set()
+    for name in NAMES:
+        nb = student_notebook(name)
+        with pytest.raises(CellExecutionError):
+            _execute(nb, alone)
+        ran = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert ran == [first], f"{name}: the first code cell should be the one that stops"
+        (error,) = [o for o in first.outputs if o.output_type == "error"]
+        assert error.ename == "ModuleNotFoundError"
+        assert "\n" not in error.evalue and error.evalue.startswith("No module named 'autograder'")
+        commands.update(re.findall(r"`(%pip install [^`]+)`", error.evalue))
+    assert commands == {f"%pip install {wheel_name()}"}, "the setup cells name another wheel than the build's"
+
+    # The one command, run the way the message says: in a notebook cell, in the notebooks' folder.
+    install = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(commands.pop())])
+    _execute(install, alone)
+    assert bare_venv.importable(["autograder", "backprop_utils"]) == ["autograder", "backprop_utils"]
+
+    probe = nbformat.v4.new_code_cell(
+        "import sys, autograder, backprop_utils, utils\n"
+        "print(autograder.__file__, backprop_utils.__file__, sys.executable, utils.helper(), sep='\\n')"
+    )
+    for name in NAMES:
+        nb = solved_notebook(name)
+        nb.cells.append(probe)
+        _execute(nb, alone)  # raises on the first cell that fails
+        lines = "".join(o.get("text", "") for o in nb.cells[-1].outputs).splitlines()
+        assert lines[0].startswith(str(bare_venv.site)) and lines[1].startswith(str(bare_venv.site)), lines
+        assert lines[2] == str(bare_venv.python)
+        assert lines[3] == "the learner's own utils"
+        graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        assert graded and all(c.outputs for c in graded), f"{name}: a test cell printed nothing"
