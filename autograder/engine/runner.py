@@ -347,6 +347,21 @@ def start_zygote(folder: Path, kind: str) -> dict[str, Any] | None:
     return None
 
 
+def _exit_with_parent() -> None:
+    """End this runner, and with it its zygotes and kernels, as soon as the grader that started it
+    is gone (killed, say), even in the middle of a job."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def serve(zygote_dir: Path | None = None) -> int:
     """Run jobs whose paths arrive one a line on stdin; answer ``done`` on stdout after each.
 
@@ -355,6 +370,7 @@ def serve(zygote_dir: Path | None = None) -> int:
     are forked from a zygote whose socket lives there.
     """
     ZYGOTE_DIR["folder"] = zygote_dir
+    _exit_with_parent()
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     for line in sys.stdin:
