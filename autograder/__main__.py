@@ -59,6 +59,7 @@ def _grade(args: argparse.Namespace) -> int:
             roster=args.roster,
             due=args.due,
             late_penalty=args.late_penalty,
+            withhold_flagged=args.withhold_flagged,
         )
     except (GradebookError, RosterError) as exc:
         print(f"error: {exc}. Nothing was graded.", file=sys.stderr)
@@ -184,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["none", "zero"],
         default="none",
         help="nbgrader's late-submission penalty method (default none)",
+    )
+    p.add_argument(
+        "--withhold-flagged",
+        action="store_true",
+        help="give 0 to the test cells of answers a method check flags (a numpy exercise answered with "
+        "PyTorch, a backward that asks autograd); without it, flags are only reported",
     )
     p.set_defaults(run=_grade)
 

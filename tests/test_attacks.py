@@ -307,3 +307,41 @@ def test_a_kernels_processes_share_one_memory_limit(tmp_path: Path) -> None:
     # Each child stays under the per-process limit; together they pass the kernel's: one is killed.
     assert "TEAM [" not in executed, "three children held 2.1 GB under a 1.5 GB limit"
     assert team.score == 7 or team.status == "stopped"
+
+
+TORCH_ANSWER = """
+def mse_loss(pred, target):
+    import torch
+
+    p = torch.tensor(pred, requires_grad=True)
+    loss = torch.nn.functional.mse_loss(p, torch.tensor(target))
+    loss.backward()
+    return float(loss), p.grad.numpy()
+"""
+
+
+@pytest.mark.parametrize("withhold", [False, True])
+def test_a_numpy_exercise_answered_with_torch_is_flagged_and_can_be_withheld(
+    tmp_path: Path, withhold
+) -> None:
+    root = tmp_path / "course"
+    ensure_course(root, FIXTURE)
+    source = nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    release = nbformat.read(root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    nb = solved(source, release)
+    (answer,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mse_loss"]
+    answer.source = TORCH_ANSWER
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    nbformat.write(nb, inbox / f"torchy_{ASSIGNMENT}.ipynb")
+    # Unjailed, so that PyTorch is there and the answer is right: only the method check can tell.
+    result = grade_class(
+        inbox, ASSIGNMENT, root, FIXTURE, workers=1, limits=LIMITS, use_jail=False,
+        progress=False, withhold_flagged=withhold,
+    )  # fmt: skip
+    (o,) = result.outcomes
+    assert o.flags and "PyTorch" in o.flags[0] and "mse_loss" in o.flags[0]
+    mse = next(c for c in o.cells if c["grade_id"] == "test_mse_loss")
+    assert mse["score"] == (0 if withhold else 3)
+    assert ("withheld" in mse["feedback"]) == withhold
+    assert "method check" in (root / "grading" / "summary.md").read_text()

@@ -61,6 +61,8 @@ def feedback_html(o: Outcome) -> str:
         )
     for note in o.restored:
         parts.append(f"<p class='stop'>{e(note)}.</p>")
+    for flag in o.flags:
+        parts.append(f"<p class='stop'>Method check: {e(flag)}.</p>")
     parts.append("<h2>Exercises</h2><table><tr><th>test</th><th>points</th></tr>")
     for c in o.cells:
         parts.append(
@@ -299,11 +301,12 @@ def summary_text(
     ]
     for assignment, test, n, full, mean in pass_rates(outcomes):
         lines.append(f"| {assignment} | {test} | {n} | {100 * full:.0f}% | {100 * mean:.0f}% |")
-    problems = [o for o in outcomes if o.reason or o.restored or o.regraded]
+    problems = [o for o in outcomes if o.reason or o.restored or o.regraded or o.flags]
     if problems or refused:
         lines += ["", "## Problems", ""]
         for o in problems:
-            why = "; ".join(x for x in [o.reason, *o.restored, o.regraded] if x)
+            flags = [f"method check: {f}" for f in o.flags]
+            why = "; ".join(x for x in [o.reason, *o.restored, o.regraded, *flags] if x)
             lines.append(f"- {o.student} / {o.assignment} ({o.origin}): {why}")
         for r in refused:
             lines.append(f"- rejected {r.origin} (student {r.student or 'unknown'}): {r.reason}")

@@ -100,6 +100,7 @@ def grade_class(
     roster: Path | None = None,
     due: str | None = None,
     late_penalty: str = "none",
+    withhold_flagged: bool = False,
 ) -> ClassResult:
     """Grade every submission in ``inputs`` for one assignment (or ``all``); write every output.
 
@@ -126,7 +127,9 @@ def grade_class(
     }
     started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     scratch = Path(tempfile.mkdtemp(prefix="intake-"))
-    grader = Grader(root, [by_name[n] for n in wanted], limits, workers, use_jail)
+    grader = Grader(
+        root, [by_name[n] for n in wanted], limits, workers, use_jail, withhold_flagged=withhold_flagged
+    )
     result = ClassResult([], [], 0, Path(), Path())
     try:
         submissions, rejected = discover(inputs, wanted, answer_cells, scratch, course=list(by_name))
