@@ -519,7 +519,7 @@ def test_bias_gated_on_the_wrong_entry_of_needs_input_grad() -> None:
 
 def test_linear_function_jacobian_evidence_is_float64() -> None:
     evidence = checks.LINEAR_FUNCTION.collect(LinearFunction, seed=0)
-    jac = evidence["cases"][checks.MAIN]["jacobian"]
+    jac = evidence["cases"][checks.MAIN]["outputs"]["jacobian"]
     assert {k: v.shape for k, v in jac.items()} == {"x": (20, 12), "W": (20, 15), "b": (20, 5)}
     assert all(v.dtype == np.float64 for v in jac.values())
 
