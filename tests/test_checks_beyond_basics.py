@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 from autograder import evidence as evidence_json
 from autograder.checks import Check
 from autograder.checks import beyond_basics as checks
+from autograder.grading import beyond_basics as graders
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -697,7 +698,7 @@ def test_fit_wrong(fit, item, says):
 
 def test_fit_target_is_the_tutorial_loss():
     """The stated target: the tutorial's loop on y = sin(x) reaches a sum of squared errors of about 8.94."""
-    assert math.isclose(checks._reference_fit_loss(0), 8.943, rel_tol=1e-3)
+    assert math.isclose(graders._reference_fit_loss(0), 8.943, rel_tol=1e-3)
 
 
 def test_numbers_are_float64():

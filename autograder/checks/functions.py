@@ -133,6 +133,22 @@ class FunctionRun:
         self.record["errors"][step] = outcome.error
         return outcome.result if outcome.ok else FAILED
 
+    def collect(
+        self,
+        step: str,
+        fn: Callable[[], dict[str, Any]],
+        *,
+        after: Sequence[str] = (),
+        name: str | None = None,
+    ) -> Any:
+        """Run ``fn()`` as ``step`` (see :meth:`run`); the plain-data dict it returns joins the outputs."""
+        result = self.run(step, fn, after=after, name=name)
+        if result is not FAILED:
+            if not isinstance(result, dict):  # the harness's own steps return dicts: a bug in the check
+                raise TypeError(f"step {step} returned a {type(result).__name__}, expected a dict")
+            self.record["outputs"].update(result)
+        return result
+
     def fail(self, step: str, message: str) -> Any:
         """Record that ``step`` failed with ``message`` (a check the harness makes itself)."""
         self.record["errors"][step] = message
@@ -231,7 +247,13 @@ class FunctionRun:
         return dict(zip(wanted, result, strict=True))
 
     def direct(
-        self, step: str, out: Any, *grad_outputs: Any, after: Sequence[str] = (), inspect: bool = True
+        self,
+        step: str,
+        out: Any,
+        *grad_outputs: Any,
+        after: Sequence[str] = (),
+        inspect: bool = True,
+        name: str | None = None,
     ) -> Any:
         """``fn_cls.backward(out.grad_fn, *grad_outputs)`` called directly, as ``step``.
 
@@ -259,7 +281,7 @@ class FunctionRun:
             with torch.no_grad():
                 return backward(ctx, *grad_outputs)
 
-        result = self.run(step, run_backward, name=f"{self.label}.backward")
+        result = self.run(step, run_backward, name=name or f"{self.label}.backward")
         if result is FAILED:
             return FAILED
         self.record["outputs"][step] = returned(result)
@@ -351,3 +373,50 @@ def run_function(
         if stage != "inplace":  # the check edits that output itself: the inputs are not judged there
             run.snapshot(stage, {**fresh, **({"grad_output": g} if g is not None else {})})
     return run.record
+
+
+def observed(fn_cls: Any, seen: dict[str, Any]) -> Any:
+    """A subclass of the learner's Function that records what ``ctx`` was told and what backward received.
+
+    After the learner's forward (or ``setup_context``) ran, ``seen["non_differentiable"]`` holds, per
+    output, whether forward marked it with ``ctx.mark_non_differentiable``; at each call of backward,
+    ``seen["grads_none"]`` holds, per output, whether its gradient arrived as None (it does for an
+    unused output only when forward called ``ctx.set_materialize_grads(False)``). Behaviour is the
+    learner's own: every call is passed on unchanged. A ``fn_cls`` that is not a class is returned as
+    it is (its errors are then the learner's).
+    """
+    if not isinstance(fn_cls, type) or not issubclass(fn_cls, torch.autograd.Function):
+        return fn_cls
+
+    def marked(ctx: Any, output: Any) -> None:
+        flagged = getattr(ctx, "non_differentiable", None) or ()
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        seen["non_differentiable"] = [any(o is t for t in flagged) for o in outputs]
+
+    namespace: dict[str, Any] = {}
+    if fn_cls.setup_context is torch.autograd.Function.setup_context:
+
+        def forward(ctx: Any, *args: Any) -> Any:
+            output = fn_cls.forward(ctx, *args)
+            marked(ctx, output)
+            return output
+
+        namespace["forward"] = staticmethod(forward)
+    else:
+
+        def setup_context(ctx: Any, inputs: Any, output: Any) -> Any:
+            result = fn_cls.setup_context(ctx, inputs, output)
+            marked(ctx, output)
+            return result
+
+        namespace["setup_context"] = staticmethod(setup_context)
+
+    def backward(ctx: Any, *grads: Any) -> Any:
+        seen["grads_none"] = [g is None for g in grads]
+        return fn_cls.backward(ctx, *grads)
+
+    namespace["backward"] = staticmethod(backward)
+    try:
+        return type(fn_cls.__name__, (fn_cls,), namespace)
+    except TypeError:
+        return fn_cls
