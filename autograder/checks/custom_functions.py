@@ -163,9 +163,13 @@ LINEAR_CASES: tuple[tuple[str, int, int, int, tuple[bool, bool, bool], str], ...
     ("only input requires grad", 4, 3, 5, (True, False, False), "bias"),
     ("only bias requires grad", 4, 3, 5, (False, False, True), "bias"),
     ("input does not require grad", 4, 3, 5, (False, True, True), "bias"),
+    # the size-1 edges of the other two dimensions (CHECKS.md item 22): a .squeeze() shows only there
+    ("in=1", 4, 1, 5, (True, True, True), "bias"),
+    ("out=1", 4, 3, 1, (True, True, True), "bias"),
 )
 MAIN, SINGLE, OMITTED, NONE_BIAS = (c[0] for c in LINEAR_CASES[:4])
-MIXED = tuple(c[0] for c in LINEAR_CASES[4:])
+MIXED = tuple(c[0] for c in LINEAR_CASES[4:8])
+SIZE_ONE = tuple(c[0] for c in LINEAR_CASES[8:])
 
 
 def linear_function_inputs(seed: int) -> dict[str, dict[str, Any]]:

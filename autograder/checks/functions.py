@@ -191,13 +191,22 @@ class FunctionRun:
                     step,
                     f"{self.label}.apply returned {what}, expected a tensor: does forward return its result?",
                 )
+            # autograd can refuse an output only when its graph is read (a returned view of an input
+            # that forward changed in place): that is the forward's error, not a later step's
+            graph = call(lambda value=value: value.grad_fn, name=f"the output of {self.label}.apply")
+            if not graph.ok:
+                return self.fail(step, graph.error or "")
         if record:
             self.record["outputs"].update({k: freeze(v) for k, v in zip(outputs, values, strict=True)})
         return tuple(values) if many else values[0]
 
     def needs_graph(self, step: str, out: Any) -> bool:
         """False (and ``step`` failed) when ``out`` has no ``grad_fn`` although it should."""
-        if out.grad_fn is None:
+        graph = call(lambda: out.grad_fn, name=f"the output of {self.label}.apply")
+        if not graph.ok:
+            self.fail(step, graph.error or "")
+            return False
+        if graph.result is None:
             self.fail(
                 step,
                 f"the output of {self.label}.apply has no grad_fn although an input requires grad: "

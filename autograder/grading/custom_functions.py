@@ -35,6 +35,7 @@ from autograder.checks.custom_functions import (
     NONE_BIAS,
     OMITTED,
     SINGLE,
+    SIZE_ONE,
     SPIRAL_HIDDEN,
     SPIRAL_LR,
     SPIRAL_STEPS,
@@ -140,8 +141,11 @@ def _autograd_verdicts(
 ) -> tuple[str | None, list[Verdict]]:
     """Compare ``.grad`` after ``.backward()`` / ``.sum().backward()`` and the Jacobian with the reference."""
     verdicts = []
+    forward_error = step_error(record, "forward")
+    if forward_error:  # the forward's own failure, never reported as a failure of backward
+        return forward_error, []
     for stage in stages:
-        error = step_error(record, "forward", stage)
+        error = step_error(record, stage)
         if error:
             what = {"sum": "out.sum().backward()", "autograd": "out.backward(grad_output)"}.get(stage, stage)
             return f"{what} failed: {error}", []
@@ -404,7 +408,7 @@ def _linear_reference(data: dict[str, Any]) -> dict[str, np.ndarray]:
 def _linear_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     x, W, g = data["x"], data["W"], data["grad_output"]
     ones = np.ones_like(g)
-    return {
+    mistakes: dict[str, dict[str, Any]] = {
         "out": {"the bias is missing": x @ W.T},
         "grad_input": {"grad_output is ignored (computed as if it were all ones)": ones @ W},
         "grad_weight": {
@@ -419,6 +423,13 @@ def _linear_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "summed over axis 1 instead of the batch axis 0": g.sum(1),
         },
     }
+    if g.shape[1] == 1:  # the line of older PyTorch docs, right for every out_features but 1
+        mistakes["grad_bias"][
+            "grad_output.sum(0).squeeze(0): with one output feature the sum has shape (1,) and .squeeze(0) "
+            "makes it a 0-d tensor, which autograd refuses as the gradient of a bias of shape (1,); "
+            "grad_output.sum(0) alone is right for every size"
+        ] = g.sum(0).squeeze(0)
+    return mistakes
 
 
 def _expected_direct(data: dict[str, Any], ref: dict[str, np.ndarray]) -> list[np.ndarray | None]:
@@ -441,16 +452,53 @@ def _mixed_values_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict
         expected = _expected_direct(data, ref)
         needed = [i for i, e in enumerate(expected) if e is not None]
         item = _grads_item(
-            name, record, expected, GRAD_NAMES, "LinearFunction", weight, _linear_mistakes(data), only=needed
+            name,
+            record,
+            expected,
+            GRAD_NAMES,
+            "LinearFunction",
+            weight,
+            _linear_mistakes(data),
+            only=needed,
+            batch_size=data["x"].shape[0],
         )
         if not item.passed:
             return Item(name, False, f"when {label}: {item.message}", weight)
         wanted = {f"autograd:{k}": ref[d] for k, d in (("x", "dx"), ("W", "dW"), ("b", "db"))}
-        err, verdicts = _autograd_verdicts(record, wanted, ("autograd",))
+        err, verdicts = _autograd_verdicts(record, wanted, ("autograd",), batch_size=data["x"].shape[0])
         if err or not all(v.ok for v in verdicts):
             text = err or next(v.message() for v in verdicts if not v.ok)
             return Item(name, False, f"when {label}: {text}", weight)
     return Item(name, True, "right gradients when only some inputs require grad", weight)
+
+
+def _size_one_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str, Any]) -> Item:
+    """in_features = 1 and out_features = 1: every gradient's exact shape from backward called directly,
+    then through autograd (which refuses a 0-d bias gradient there)."""
+    name, weight = "in = 1, out = 1", 0.5
+    for label in SIZE_ONE:
+        data, ref, record = inputs[label], refs[label], cases[label]
+        n = data["x"].shape[0]
+        item = _grads_item(
+            name,
+            record,
+            _expected_direct(data, ref),
+            GRAD_NAMES,
+            "LinearFunction",
+            weight,
+            _linear_mistakes(data),
+            batch_size=n,
+        )
+        if not item.passed:
+            return Item(name, False, f"when {label}: {item.message}", weight)
+        wanted = {f"autograd:{k}": ref[d] for k, d in (("x", "dx"), ("W", "dW"), ("b", "db"))}
+        err, verdicts = _autograd_verdicts(record, wanted, ("autograd",), batch_size=n)
+        if err or not all(v.ok for v in verdicts):
+            text = err or next(v.message() for v in verdicts if not v.ok)
+            return Item(name, False, f"when {label}: {text}", weight)
+    return Item(
+        name, True, "exact shapes and values with one input feature and with one output feature", weight
+    )
 
 
 def _needs_input_grad_item(cases: dict[str, Any], inputs: dict[str, Any]) -> Item:
@@ -526,7 +574,8 @@ def _linear_ctx_item(record: dict[str, Any]) -> Item:
 def grade_linear_function(evidence: Evidence) -> Report:
     """Grade recorded evidence: forward (1); grad_input, grad_weight, grad_bias from backward called
     directly (1 each, exact shapes); through autograd, .sum() and float64 Jacobian (1); no bias both
-    ways (1); N = 1 (0.5); mixed requires_grad (1); needs_input_grad (0.5); save_for_backward (0.5);
+    ways (1); N = 1 (0.5); in = 1 and out = 1 (0.5); mixed requires_grad (1); needs_input_grad (0.5);
+    save_for_backward (0.5);
     inputs unchanged (0.5)."""
     report = report_for(LINEAR_FUNCTION)
     seed, cases = evidence["seed"], evidence["cases"]
@@ -612,6 +661,7 @@ def grade_linear_function(evidence: Evidence) -> Report:
         verdict = compare("out", single["outputs"].get("out"), refs[SINGLE]["out"], batch_size=1)
         item = Item.from_verdicts("N = 1", [verdict], 0.5)
     report.add(item)
+    report.add(_size_one_item(cases, inputs, refs))
     report.add(_mixed_values_item(cases, inputs, refs))
     report.add(_needs_input_grad_item(cases, inputs))
     report.add(_linear_ctx_item(record))
@@ -679,7 +729,9 @@ def grade_backward_by_hand(evidence: Evidence) -> Report:
         if record["error"]:
             item = Item(item.name, False, f"when {label}: {record['error']}", 1.0)
             break
-        fake = {"outputs": {"direct": record["results"][0]}, "errors": {"forward": None, "direct": None}}
+        # what backward_by_hand returns is grad_fn.apply's tuple, passed on as a tuple or a list alike
+        result = {**record["results"][0], "kind": "tuple"}
+        fake = {"outputs": {"direct": result}, "errors": {"forward": None, "direct": None}}
         mistakes = {
             "grad_bias": {
                 "summed over the batch: that is what .backward() leaves in b.grad (the engine sum-reduces "

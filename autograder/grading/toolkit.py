@@ -88,8 +88,9 @@ ACCEPTED_ANSWERS = """What the checks accept as a correct answer (issue 10, CHEC
 One rule, applied by every item of every check: an answer PyTorch accepts and documents is correct.
 For a custom Function's ``backward`` that means, as PyTorch's engine reads its return value:
 
-* a lone tensor is a tuple of one (a Function of one input may return its gradient bare);
-* a tuple or a list are alike;
+* a lone tensor is a tuple of one (a Function of one input may return its gradient bare); only a
+  tuple holds several gradients: a list is one value, which autograd refuses ("expected Variable or
+  None (got list)"), so a list is not accepted either;
 * trailing ``None`` entries beyond the forward's inputs are ignored (PyTorch's ``LinearFunction``
   example returns three gradients for ``apply(x, W)`` and relies on it);
 * any spelling of the same values is alike (``grad_output.t().mm(input)``, ``grad_output.T @ input``,
@@ -114,12 +115,17 @@ def backward_returns(
 
     ``returned`` is :func:`autograder.checks.functions.returned`'s record. Returns one entry per
     forward input (None where none was returned) and, when PyTorch would refuse the return value, a
-    message saying why: more non-None values than the forward has inputs, or fewer values (the
-    entries that were returned are still given, so that their values can be judged).
+    message saying why: a list, more non-None values than the forward has inputs, or fewer values
+    (the entries that were returned are still given, so that their values can be judged).
     See :data:`ACCEPTED_ANSWERS`.
     """
     inputs = f"{n_inputs} input{'' if n_inputs == 1 else 's'}"
     grads = list(returned["grads"])
+    if returned["kind"] == "list":
+        return (grads + [None] * n_inputs)[:n_inputs], (
+            f"{label}.backward returned a list: PyTorch reads only a tuple as one gradient per input (a "
+            "list is one value, and autograd raises 'expected Variable or None (got list)'); return a tuple."
+        )
     while len(grads) > n_inputs and grads[-1] is None:
         grads.pop()
     if len(grads) > n_inputs:
