@@ -41,14 +41,6 @@ LINEAR_MODULE_POINTS = 2.0
 TRAIN_SPIRAL_POINTS = 2.0
 
 
-ELEMENTWISE_POINTS = 1.0
-LINEAR_FUNCTION_POINTS = 6.0
-BACKWARD_BY_HAND_POINTS = 2.0
-JACOBIAN_POINTS = 2.0
-LINEAR_MODULE_POINTS = 2.0
-TRAIN_SPIRAL_POINTS = 2.0
-
-
 # ---------------------------------------------------------------------------------------------------
 # MulConstant, Exp, MyReLU
 # ---------------------------------------------------------------------------------------------------

@@ -120,14 +120,20 @@ class FunctionRun:
         """True when ``step`` raised or did not run (a step never asked for counts as failed)."""
         return step in self.record["blocked"] or self.record["errors"].get(step, "not run") is not None
 
+    def blocked(self, step: str, after: Sequence[str]) -> bool:
+        """True (and ``step`` recorded as blocked by it) when a step of ``after`` failed."""
+        for prior in after:
+            if self.failed(prior):
+                self.record["blocked"][step] = prior
+                return True
+        return False
+
     def run(
         self, step: str, fn: Callable[[], Any], *, after: Sequence[str] = (), name: str | None = None
     ) -> Any:
         """Run ``fn()`` as ``step`` unless a step of ``after`` failed; its result, or :data:`FAILED`."""
-        for prior in after:
-            if self.failed(prior):
-                self.record["blocked"][step] = prior
-                return FAILED
+        if self.blocked(step, after):
+            return FAILED
         outcome = call(fn, name=name or self.label)
         self._merge(outcome)
         self.record["errors"][step] = outcome.error
@@ -232,10 +238,8 @@ class FunctionRun:
         ``grad_output=None`` differentiates ``out.sum()``, whose upstream gradient is an expanded
         stride-0 tensor of ones (the case that exposes an in-place write into ``grad_output``).
         """
-        for prior in after:
-            if self.failed(prior):
-                self.record["blocked"][step] = prior
-                return FAILED
+        if self.blocked(step, after):
+            return FAILED
         if isinstance(out, torch.Tensor) and not self.needs_graph(step, out):
             return FAILED
         wanted = {k: t for k, t in leaves.items() if t.requires_grad}
@@ -271,10 +275,8 @@ class FunctionRun:
         also what ``ctx.saved_tensors`` holds (``outputs["saved"]``) and which ``ctx`` attributes
         hold tensors (``outputs["ctx_tensors"]``, CHECKS.md item 12).
         """
-        for prior in after:
-            if self.failed(prior):
-                self.record["blocked"][step] = prior
-                return FAILED
+        if self.blocked(step, after):
+            return FAILED
         if not self.needs_graph(step, out):
             return FAILED
         ctx = out.grad_fn
@@ -317,10 +319,8 @@ class FunctionRun:
                     )
             return {k: np.stack(v) for k, v in found.items()}
 
-        for prior in after:
-            if self.failed(prior):
-                self.record["blocked"][step] = prior
-                return FAILED
+        if self.blocked(step, after):
+            return FAILED
         if not self.needs_graph(step, out):
             return FAILED
         result = self.run(step, rows, name=f"{self.label}.backward (through autograd)")

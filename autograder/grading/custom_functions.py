@@ -444,11 +444,20 @@ def _expected_direct(data: dict[str, Any], ref: dict[str, np.ndarray]) -> list[n
     return expected[:2] if data["bias"] == "omitted" else expected
 
 
-def _mixed_values_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str, Any]) -> Item:
-    """The needed gradients are right in every mixed requires_grad case (unneeded ones not looked at)."""
-    name, weight = "mixed requires_grad", 1.0
-    for label in MIXED:
+def _linear_cases_item(
+    name: str,
+    weight: float,
+    labels: Sequence[str],
+    cases: dict[str, Any],
+    inputs: dict[str, Any],
+    refs: dict[str, Any],
+) -> Item | None:
+    """Backward called directly (every needed gradient's exact shape and value), then through autograd,
+    in each case of ``labels``: the first failure, as an item naming its case, or None when all pass.
+    Gradients that are not needed (None expected) are not looked at: needs_input_grad has its item."""
+    for label in labels:
         data, ref, record = inputs[label], refs[label], cases[label]
+        n = data["x"].shape[0]
         expected = _expected_direct(data, ref)
         needed = [i for i, e in enumerate(expected) if e is not None]
         item = _grads_item(
@@ -460,33 +469,6 @@ def _mixed_values_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict
             weight,
             _linear_mistakes(data),
             only=needed,
-            batch_size=data["x"].shape[0],
-        )
-        if not item.passed:
-            return Item(name, False, f"when {label}: {item.message}", weight)
-        wanted = {f"autograd:{k}": ref[d] for k, d in (("x", "dx"), ("W", "dW"), ("b", "db"))}
-        err, verdicts = _autograd_verdicts(record, wanted, ("autograd",), batch_size=data["x"].shape[0])
-        if err or not all(v.ok for v in verdicts):
-            text = err or next(v.message() for v in verdicts if not v.ok)
-            return Item(name, False, f"when {label}: {text}", weight)
-    return Item(name, True, "right gradients when only some inputs require grad", weight)
-
-
-def _size_one_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str, Any]) -> Item:
-    """in_features = 1 and out_features = 1: every gradient's exact shape from backward called directly,
-    then through autograd (which refuses a 0-d bias gradient there)."""
-    name, weight = "in = 1, out = 1", 0.5
-    for label in SIZE_ONE:
-        data, ref, record = inputs[label], refs[label], cases[label]
-        n = data["x"].shape[0]
-        item = _grads_item(
-            name,
-            record,
-            _expected_direct(data, ref),
-            GRAD_NAMES,
-            "LinearFunction",
-            weight,
-            _linear_mistakes(data),
             batch_size=n,
         )
         if not item.passed:
@@ -496,7 +478,22 @@ def _size_one_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str
         if err or not all(v.ok for v in verdicts):
             text = err or next(v.message() for v in verdicts if not v.ok)
             return Item(name, False, f"when {label}: {text}", weight)
-    return Item(
+    return None
+
+
+def _mixed_values_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str, Any]) -> Item:
+    """The needed gradients are right in every mixed requires_grad case (unneeded ones not looked at)."""
+    name, weight = "mixed requires_grad", 1.0
+    failure = _linear_cases_item(name, weight, MIXED, cases, inputs, refs)
+    return failure or Item(name, True, "right gradients when only some inputs require grad", weight)
+
+
+def _size_one_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str, Any]) -> Item:
+    """in_features = 1 and out_features = 1: every gradient's exact shape from backward called directly,
+    then through autograd (which refuses a 0-d bias gradient there)."""
+    name, weight = "in = 1, out = 1", 0.5
+    failure = _linear_cases_item(name, weight, SIZE_ONE, cases, inputs, refs)
+    return failure or Item(
         name, True, "exact shapes and values with one input feature and with one output feature", weight
     )
 
