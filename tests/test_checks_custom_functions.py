@@ -977,3 +977,16 @@ def test_an_output_autograd_refuses_after_an_edit_is_recorded_not_a_crash() -> N
     report = grade(checks.EXP, ExpForwardInPlace)
     assert "forward wrote into its input x" in item(report, "inputs unchanged").message
     assert report.score < 1.0
+
+
+class LinearOnSqueezedBias(Linear):
+    def forward(self, x):
+        return BiasSqueezed.apply(x, self.weight, self.bias)
+
+
+def test_a_module_on_a_squeezed_bias_gradient_loses_only_forward_and_backward() -> None:
+    report = grade(checks.LINEAR_MODULE, LinearOnSqueezedBias)
+    # (its grad_fn is BiasSqueezedBackward, so "uses LinearFunction" is lost too, by name only)
+    assert failed(report) == {"forward and backward", "uses LinearFunction"}
+    message = item(report, "forward and backward").message
+    assert message.startswith("Linear(1, 1): ") and "invalid gradient" in message

@@ -929,12 +929,14 @@ def grade_linear_module(evidence: Evidence) -> Report:
     inputs = module_inputs(evidence["seed"])
     with_bias = [label for label, d in inputs.items() if d["bias"]]
     no_bias = [label for label, d in inputs.items() if not d["bias"]][0]
-    errors = {label: cases[label]["error"] for label in inputs}
 
-    def failing(name: str, labels: Sequence[str], weight: float) -> Item | None:
+    def failing(name: str, labels: Sequence[str], weight: float, step: str = "error") -> Item | None:
+        """The item, failed with the first error of the step it needs (or of an earlier one), if any."""
+        steps = ("error", "forward_error", "backward_error")
         for label in labels:
-            if errors[label]:
-                return Item(name, False, f"{label}: {errors[label]}", weight)
+            for key in steps[: steps.index(step) + 1]:
+                if cases[label][key]:
+                    return Item(name, False, f"{label}: {cases[label][key]}", weight)
         return None
 
     item = failing("parameters registered", list(inputs), 0.5)
@@ -990,7 +992,7 @@ def grade_linear_module(evidence: Evidence) -> Report:
     report.add(init)
 
     def forward_item(name: str, labels: Sequence[str], weight: float) -> Item:
-        item = failing(name, labels, weight)
+        item = failing(name, labels, weight, "backward_error")
         if item is not None:
             return item
         for label in labels:
@@ -1020,7 +1022,7 @@ def grade_linear_module(evidence: Evidence) -> Report:
     report.add(forward_item("forward and backward", with_bias, 1.0))
     report.add(forward_item("bias=False", [no_bias], 0.5))
 
-    item = failing("uses LinearFunction", with_bias, 0.5)
+    item = failing("uses LinearFunction", with_bias, 0.5, "forward_error")
     if item is None:
         name = cases[with_bias[0]]["grad_fn"]
         if name == "LinearFunctionBackward":
