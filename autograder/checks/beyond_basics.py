@@ -517,14 +517,3 @@ FIT_LEGENDRE = register(Check("fit_legendre", "fit_legendre", FIT_LEGENDRE_POINT
 def check_fit_legendre(fit_legendre: Any, *, seed: int = 0) -> float:
     """Run ``fit_legendre(x, y)``; recompute its loss from the returned (a, b, c, d); return points."""
     return run_check(FIT_LEGENDRE, fit_legendre, seed=seed)
-
-
-__all__ = [
-    "check_batched_linear",
-    "check_ctx_features",
-    "check_double_backward",
-    "check_fit_legendre",
-    "check_legendre",
-    "check_linear_function_func",
-    "check_softmax_cross_entropy_function",
-]

@@ -190,6 +190,21 @@ def _verdicts_item(
     return Item(name, True, ok_text, weight) if item.passed else item
 
 
+def _through_autograd_item(
+    record: dict[str, Any],
+    expected: dict[str, np.ndarray],
+    what: str,
+    mistakes: dict | None = None,
+    batch_size: int | None = None,
+) -> Item:
+    """The "through autograd" item (1): gradients for a random upstream, for ``.sum()``, and the Jacobian."""
+    err, verdicts = _autograd_verdicts(
+        record, expected, ("autograd", "sum", "jacobian"), mistakes, batch_size
+    )
+    text = f"{what} after .backward(grad_output) and after .sum().backward(), and the float64 Jacobian"
+    return _verdicts_item("through autograd", err, verdicts, 1.0, text)
+
+
 def _elementwise_reference(kind: str, data: dict[str, Any]) -> dict[str, np.ndarray]:
     """out, the gradient of x for grad_output, and the local derivative, by torch autograd in float64."""
     c = data["constant"]
@@ -345,18 +360,7 @@ def grade_elementwise(evidence: Evidence) -> Report:
         "sum:x": ref["local"],
         "jacobian:x": np.diag(ref["local"].reshape(-1)),
     }
-    err, verdicts = _autograd_verdicts(
-        record, expected, ("autograd", "sum", "jacobian"), {"x": mistakes["grad_x"]}
-    )
-    report.add(
-        _verdicts_item(
-            "through autograd",
-            err,
-            verdicts,
-            1.0,
-            "x.grad after .backward(grad_output) and after .sum().backward(), and the float64 Jacobian",
-        )
-    )
+    report.add(_through_autograd_item(record, expected, "x.grad", {"x": mistakes["grad_x"]}))
 
     srecord, sdata, sref = cases[special], inputs[special], refs[special]
     if kind == "exp":
@@ -630,18 +634,7 @@ def grade_linear_function(evidence: Evidence) -> Report:
     }
     jac = reference_jacobians(F.linear, {"x": data["x"], "W": data["W"], "b": data["b"]})
     wanted.update({f"jacobian:{k}": v for k, v in jac.items()})
-    err, verdicts = _autograd_verdicts(
-        record, wanted, ("autograd", "sum", "jacobian"), batch_size=data["x"].shape[0]
-    )
-    report.add(
-        _verdicts_item(
-            "through autograd",
-            err,
-            verdicts,
-            1.0,
-            "every .grad after .backward(grad_output) and after .sum().backward(), and the float64 Jacobian",
-        )
-    )
+    report.add(_through_autograd_item(record, wanted, "every .grad", batch_size=data["x"].shape[0]))
     report.add(_no_bias_item(cases, inputs, refs))
 
     single = cases[SINGLE]
