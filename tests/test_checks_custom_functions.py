@@ -13,6 +13,7 @@ from check_helpers import blank, failed, grade, item
 from torch import nn
 
 from autograder.checks import custom_functions as checks
+from autograder.grading.toolkit import backward_returns, step_error
 from utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
@@ -990,3 +991,36 @@ def test_a_module_on_a_squeezed_bias_gradient_loses_only_forward_and_backward() 
     assert failed(report) == {"forward and backward", "uses LinearFunction"}
     message = item(report, "forward and backward").message
     assert message.startswith("Linear(1, 1): ") and "invalid gradient" in message
+
+
+# ---------------------------------------------------------------------------------------------------
+# The shared rules: a step that did not run, and a backward's return value as PyTorch reads it
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_a_step_that_did_not_run_reports_the_error_of_the_step_that_stopped_it() -> None:
+    record = {"errors": {"forward": "f raised ValueError"}, "blocked": {"direct": "forward"}}
+    assert step_error(record, "direct") == "f raised ValueError"
+    assert step_error({"errors": {"forward": None}, "blocked": {}}, "forward") is None
+    assert "a bug in the course" in step_error({"errors": {}, "blocked": {}}, "autograd")
+
+
+@pytest.mark.parametrize(
+    ("kind", "grads", "n", "problem"),
+    [
+        ("tuple", ["g", None, None], 2, None),
+        ("Tensor", ["g"], 1, None),
+        ("tuple", ["g", "h"], 1, "returned 2 value(s) for the 1 input of forward"),
+        ("tuple", ["g"], 2, "so b is missing"),
+        ("list", ["g", "h"], 2, "return a tuple"),
+    ],
+)
+def test_backward_returns_reads_a_return_value_as_pytorch_does(kind, grads, n, problem) -> None:
+    values = [None if g is None else np.full(2, ord(g), dtype=np.float64) for g in grads]
+    read, message = backward_returns({"kind": kind, "grads": values}, n, "F", ["a", "b"])
+    assert len(read) == n
+    if problem is None:
+        assert message is None
+        assert all(np.array_equal(a, b) for a, b in zip(read, values, strict=False) if a is not None)
+    else:
+        assert problem in message

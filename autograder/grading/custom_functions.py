@@ -1000,13 +1000,14 @@ def grade_linear_module(evidence: Evidence) -> Report:
             if not isinstance(b, np.ndarray) or b.shape != (data["out"],):
                 return Item(name, False, f"{label}: not checked, bias is not an (out,) parameter.", weight)
             ref = reference.linear(data["x"], W, b, data["grad_output"])
+            n = data["x"].shape[0]
             verdicts = [
-                compare("out", record["out"], ref["out"]),
-                compare("x.grad", record["grads"].get("x"), ref["dx"]),
-                compare("weight.grad", record["grads"].get("weight"), ref["dW"]),
+                compare("out", record["out"], ref["out"], batch_size=n),
+                compare("x.grad", record["grads"].get("x"), ref["dx"], batch_size=n),
+                compare("weight.grad", record["grads"].get("weight"), ref["dW"], batch_size=n),
             ]
             if data["bias"]:
-                verdicts.append(compare("bias.grad", record["grads"].get("bias"), ref["db"]))
+                verdicts.append(compare("bias.grad", record["grads"].get("bias"), ref["db"], batch_size=n))
             bad = [v for v in verdicts if not v.ok]
             if bad:
                 return Item(name, False, f"{label}: {bad[0].message()}", weight)
