@@ -826,3 +826,20 @@ def test_a_typo_in_backward_keeps_the_forward_values():
     items = {i.name: i for i in report.items}
     assert items["y"].passed
     assert "NameError" in items["dx"].message and not items["dx"].passed
+
+
+class FuncBiasSqueezed(LinearFunctionFunc):
+    """The older docs' ``grad_output.sum(0).squeeze(0)``: a 0-d bias gradient when out_features = 1."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
+        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+
+
+def test_func_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named():
+    _, report = _run(checks.LINEAR_FUNCTION_FUNC, FuncBiasSqueezed)
+    lost = [i for i in report.items if not i.passed]
+    assert [i.name for i in lost] == ["in = 1, out = 1"], report.render()
+    assert "when out=1" in lost[0].message and ".squeeze(0)" in lost[0].message
+    assert "silently sums" not in lost[0].message

@@ -31,12 +31,22 @@ from autograder.checks.functions import FAILED, FunctionRun, label_of, observed,
 FUNC_POINTS = 4.0
 #: N, D_in, D_out pairwise distinct; B is the number of stacked weights for vmap.
 FUNC_SIZES = {"N": 4, "D": 3, "M": 5, "B": 2}
+#: Each case's (N, D_in, D_out): the main one, then the size-1 edge of every dimension (CHECKS.md
+#: items 2 and 22: a careless .squeeze() shows only there).
+FUNC_CASES: dict[str, tuple[int, int, int]] = {
+    "N=4": (FUNC_SIZES["N"], FUNC_SIZES["D"], FUNC_SIZES["M"]),
+    "N=1": (1, FUNC_SIZES["D"], FUNC_SIZES["M"]),
+    "in=1": (FUNC_SIZES["N"], 1, FUNC_SIZES["M"]),
+    "out=1": (FUNC_SIZES["N"], FUNC_SIZES["D"], 1),
+}
 
 
-def func_inputs(seed: int, n: int) -> dict[str, np.ndarray]:
-    """x (n, D), W (M, D), b (M,), upstream g (n, M) and a stack of weights Ws (B, M, D)."""
+def func_inputs(
+    seed: int, n: int, d: int = FUNC_SIZES["D"], m: int = FUNC_SIZES["M"]
+) -> dict[str, np.ndarray]:
+    """x (n, d), W (m, d), b (m,), upstream g (n, m) and a stack of weights Ws (B, m, d)."""
     rng = np.random.default_rng(seed)
-    d, m, b = FUNC_SIZES["D"], FUNC_SIZES["M"], FUNC_SIZES["B"]
+    b = FUNC_SIZES["B"]
     return {
         "x": rng.standard_normal((n, d)),
         "W": rng.standard_normal((m, d)) + 0.5,
@@ -65,12 +75,12 @@ def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
     """Run the learner's ``LinearFunctionFunc`` with autograd, a direct backward call, vmap and grad."""
     label = label_of(fn_cls, "LinearFunctionFunc")
     cases = {}
-    for index, n in enumerate((FUNC_SIZES["N"], 1)):
-        data = func_inputs(case_seed(seed, index), n)
+    for index, (case, dims) in enumerate(FUNC_CASES.items()):
+        data = func_inputs(case_seed(seed, index), *dims)
         run = FunctionRun(fn_cls, label)
         leaves = _linear_steps(run, data)
+        _direct_step(run, leaves, data["g"])
         if index == 0:
-            _direct_step(run, leaves, data["g"])
 
             def no_bias_step(data: dict[str, np.ndarray] = data) -> dict[str, Any]:
                 # weight only requires grad, bias omitted both ways
@@ -111,7 +121,7 @@ def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
             run.collect("vmap", vmap_step, after=("forward",), name=f"torch.func.vmap over {label}")
             run.collect("func_grad", func_grad_step, after=("forward",), name=f"torch.func.grad of {label}")
         run.snapshot("backward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
-        cases[f"N={n}"] = run.record
+        cases[case] = run.record
     return {"check": "linear_function_func", "seed": seed, "cases": cases}
 
 

@@ -27,6 +27,7 @@ from autograder.checks.beyond_basics import (
     FIT_LEGENDRE,
     FIT_LR,
     FIT_STEPS,
+    FUNC_CASES,
     FUNC_SIZES,
     LEGENDRE,
     LEGENDRE_SHAPE,
@@ -46,6 +47,7 @@ from autograder.checks.functions import tensor
 from autograder.compare import Verdict, compare
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
+    SQUEEZED_BIAS,
     add_notes,
     backward_returns,
     describe,
@@ -77,7 +79,11 @@ def _verdict_item(
 
 
 def _exact_shapes_item(
-    name: str, record: Record, expected: dict[str, tuple[int, ...] | None], weight: float
+    name: str,
+    record: Record,
+    expected: dict[str, tuple[int, ...] | None],
+    weight: float,
+    mistakes: dict[str, dict[str, Any]] | None = None,
 ) -> Item:
     """Backward called directly returns, for every input of forward, a gradient of exactly its
     input's shape (or None), read as PyTorch reads a return value (trailing Nones accepted)."""
@@ -99,12 +105,21 @@ def _exact_shapes_item(
             got = "None" if value is None else describe(value)
             return Item(name, False, f"backward returned {got} for {grad_name}, expected a tensor.", weight)
         if tuple(value.shape) != shape:
+            known = (mistakes or {}).get(grad_name, {})
+            likely = compare(grad_name, value, np.zeros(shape), mistakes=known).likely
+            why = (
+                f" Likely mistake: {likely}."
+                if likely in known
+                else " Autograd silently sums such a gradient down to the right shape; reduce it "
+                "yourself (e.g. sum over every leading axis)."
+                if value.ndim >= len(shape)
+                else " Autograd refuses a gradient with fewer axes than its input."
+            )
             return Item(
                 name,
                 False,
                 f"backward returned {grad_name} of shape {tuple(value.shape)}, but its input has shape "
-                f"{shape}. Autograd silently sums such a gradient down to the right shape; reduce it "
-                "yourself (e.g. sum over every leading axis).",
+                f"{shape}.{why}",
                 weight,
             )
         if value.dtype != np.float64:
@@ -152,7 +167,8 @@ def _linear_item(name: str, record: Record, ref: dict[str, np.ndarray], weight: 
 @grader(LINEAR_FUNCTION_FUNC)
 def grade_linear_function_func(evidence: Evidence) -> Report:
     """Grade: out (1); dx, dW, db (0.5 each); exact shapes of a direct backward call (0.5); no bias
-    and mixed requires_grad (only the weight, the input or the bias) (0.5); N = 1 (0.5); vmap over
+    and mixed requires_grad (only the weight, the input or the bias) (0.5); N = 1 (0.5); in = 1 and
+    out = 1 (0.5); vmap over
     stacked weights (1); torch.func.grad (1); inputs unchanged (0.5)."""
     report = report_for(LINEAR_FUNCTION_FUNC)
     seed, cases = evidence["seed"], evidence["cases"]
@@ -186,7 +202,10 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    sdata = func_inputs(case_seed(seed, 1), 1)
+    datas = {
+        label: func_inputs(case_seed(seed, i), *dims) for i, (label, dims) in enumerate(FUNC_CASES.items())
+    }
+    sdata = datas[single_label]
     sref = reference.linear(sdata["x"], sdata["W"], sdata["b"], sdata["g"])
     report.add(
         _verdict_item(
@@ -200,6 +219,7 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             0.5,
         )
     )
+    report.add(_func_size_one_item(cases, datas))
     vmap_ref = np.stack([data["x"] @ w.T + data["b"] for w in data["Ws"]])
     report.add(
         _verdict_item(
@@ -219,12 +239,40 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             1.0,
         )
     )
-    originals = {
-        label: {k: d[k] for k in ("x", "W", "b")} for label, d in ((main_label, data), (single_label, sdata))
-    }
+    originals = {label: {k: d[k] for k in ("x", "W", "b")} for label, d in datas.items()}
     report.add(tensors_unchanged_item(cases, originals))
     add_notes(report, cases.values())
     return report
+
+
+def _func_size_one_item(cases: dict[str, Record], datas: dict[str, dict[str, np.ndarray]]) -> Item:
+    """in_features = 1 and out_features = 1: the exact shapes of a direct backward call (where a
+    squeezed gradient shows), then out and every gradient through autograd."""
+    name, weight = "in = 1, out = 1", 0.5
+    for label in ("in=1", "out=1"):
+        data, record = datas[label], cases[label]
+        n, d = data["x"].shape
+        m = data["W"].shape[0]
+        ref = reference.linear(data["x"], data["W"], data["b"], data["g"])
+        mistakes = {"db": {SQUEEZED_BIAS: data["g"].sum(0).reshape(())}} if m == 1 else None
+        shapes = _exact_shapes_item(name, record, {"dx": (n, d), "dW": (m, d), "db": (m,)}, weight, mistakes)
+        if not shapes.passed:
+            return Item(name, False, f"when {label}: {shapes.message}", weight)
+        item = _verdict_item(
+            name,
+            record,
+            ("forward", "autograd"),
+            lambda record=record, ref=ref, n=n: (
+                [compare("out", record["outputs"].get("out"), ref["out"])]
+                + [compare(k, _got(record, "autograd", k), ref[k], batch_size=n) for k in ("dx", "dW", "db")]
+            ),
+            weight,
+        )
+        if not item.passed:
+            return Item(name, False, f"when {label}: {item.message}", weight)
+    return Item(
+        name, True, "exact shapes and values with one input feature and with one output feature", weight
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from autograder.checks.custom_functions import (
 from autograder.compare import Verdict, compare
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
+    SQUEEZED_BIAS,
     add_notes,
     backward_returns,
     describe,
@@ -428,11 +429,7 @@ def _linear_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
         },
     }
     if g.shape[1] == 1:  # the line of older PyTorch docs, right for every out_features but 1
-        mistakes["grad_bias"][
-            "grad_output.sum(0).squeeze(0): with one output feature the sum has shape (1,) and .squeeze(0) "
-            "makes it a 0-d tensor, which autograd refuses as the gradient of a bias of shape (1,); "
-            "grad_output.sum(0) alone is right for every size"
-        ] = g.sum(0).squeeze(0)
+        mistakes["grad_bias"][SQUEEZED_BIAS] = g.sum(0).squeeze(0)
     return mistakes
 
 

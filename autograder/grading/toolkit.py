@@ -108,6 +108,14 @@ Where the course is stricter than PyTorch, the notebook says why and the feedbac
 """
 
 
+#: The named mistake of the bias gradient in older PyTorch docs (CHECKS.md item 22).
+SQUEEZED_BIAS = (
+    "grad_output.sum(0).squeeze(0): with one output feature the sum has shape (1,) and .squeeze(0) makes "
+    "it a 0-d tensor, which autograd refuses as the gradient of a bias of shape (1,); grad_output.sum(0) "
+    "alone is right for every size"
+)
+
+
 def backward_returns(
     returned: Record, n_inputs: int, label: str, names: list[str]
 ) -> tuple[list[Any], str | None]:
