@@ -81,6 +81,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd import Function
 
 from autograder.checks import (
     check_backward_by_hand,

@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 from autograder import evidence as evidence_json
 from autograder.checks import Check
 from autograder.checks import beyond_basics as checks
+from autograder.grading import beyond_basics as graders
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -532,9 +533,31 @@ class SquareCubeFirstOnly(SquareAndCube):
         return 3 * x**2 * grad_cube
 
 
+class MaxNotMarked(MaxWithIndex):
+    """mark_non_differentiable removed: int64 indices still do not require grad, nothing fails."""
+
+    @staticmethod
+    def forward(ctx, scores):
+        values, indices = scores.max(dim=1)
+        ctx.save_for_backward(indices)
+        ctx.shape = scores.shape
+        return values, indices
+
+
+class SquareCubeMaterialized(SquareAndCube):
+    """set_materialize_grads(False) never called: the backward, written for None, gets zeros."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**2, x**3
+
+
 @pytest.mark.parametrize(
     ("classes", "item", "says"),
     [
+        ((MaxNotMarked, InplaceReLU, SquareAndCube), "indices not differentiable", "mark_non_differentiable"),
+        ((MaxWithIndex, InplaceReLU, SquareCubeMaterialized), "None for an unused output", "set_materialize"),
         ((MaxIndicesDifferentiable, InplaceReLU, SquareAndCube), "indices not differentiable", "mark_non"),
         ((MaxWithIndex, ReLUNotDirty, SquareAndCube), "marked dirty", "mark_dirty"),
         ((MaxWithIndex, ReLUCopy, SquareAndCube), "marked dirty", "version counter"),
@@ -697,7 +720,7 @@ def test_fit_wrong(fit, item, says):
 
 def test_fit_target_is_the_tutorial_loss():
     """The stated target: the tutorial's loop on y = sin(x) reaches a sum of squared errors of about 8.94."""
-    assert math.isclose(checks._reference_fit_loss(0), 8.943, rel_tol=1e-3)
+    assert math.isclose(graders._reference_fit_loss(0), 8.943, rel_tol=1e-3)
 
 
 def test_numbers_are_float64():
@@ -712,3 +735,111 @@ def test_reference_fit_matches_autograd():
     ref = reference.legendre_fit(x, y, checks.FIT_INIT, checks.FIT_LR, 300)
     mine = fit_legendre(torch.from_numpy(x), torch.from_numpy(y), steps=300)
     np.testing.assert_allclose(ref["params"], mine, rtol=1e-9, atol=1e-12)
+
+
+def test_each_ctx_lesson_costs_its_item_only():
+    """Issue 9 item 8: each of the three ctx features is graded by its own effect."""
+    for classes, lost in (
+        ((MaxNotMarked, InplaceReLU, SquareAndCube), "MaxWithIndex: indices not differentiable"),
+        ((MaxWithIndex, ReLUNotDirty, SquareAndCube), "InplaceReLU: in place, marked dirty"),
+        ((MaxWithIndex, InplaceReLU, SquareCubeMaterialized), "SquareAndCube: None for an unused output"),
+    ):
+        _, report = _run(checks.CTX_FEATURES, *classes)
+        assert {i.name for i in report.items if not i.passed} == {lost}, report.render()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 10: every return form PyTorch accepts keeps full points; each step blamed for its own failure
+# ---------------------------------------------------------------------------------------------------
+
+
+class FuncTrailingNone(LinearFunctionFunc):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (*LinearFunctionFunc.backward(ctx, grad_output), None)
+
+
+class BatchedTrailingNone(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (*LinearFunction.backward(ctx, grad_output), None, None)
+
+
+class SceBareTrailing(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (*SoftmaxCrossEntropy.backward(ctx, grad_output), None)
+
+
+class LegendreOneTuple(LegendrePolynomial3):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (LegendrePolynomial3.backward(ctx, grad_output), None)
+
+
+class MaxTrailingNone(MaxWithIndex):
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        return MaxWithIndex.backward(ctx, grad_values, grad_indices), None
+
+
+@pytest.mark.parametrize(
+    ("check", "learner"),
+    [
+        (checks.LINEAR_FUNCTION_FUNC, (FuncTrailingNone,)),
+        (checks.BATCHED_LINEAR, (BatchedTrailingNone,)),
+        (checks.SOFTMAX_CROSS_ENTROPY_FUNCTION, (SceBareTrailing,)),
+        (checks.LEGENDRE, (LegendreOneTuple,)),
+        (checks.CTX_FEATURES, (MaxTrailingNone, InplaceReLU, SquareAndCube)),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
+def test_trailing_nones_keep_full_points(check, learner):
+    _, report = _run(check, *learner)
+    assert report.score == check.points, report.render()
+
+
+class LegendreReturnsNothing(LegendrePolynomial3):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+
+
+class LegendreBackwardTypo(LegendrePolynomial3):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return grad_output * 1.5 * (5 * inptu**2 - 1)  # noqa: F821 - the typo is the point
+
+
+def test_a_forward_that_returns_none_is_blamed_on_forward():
+    _, report = _run(checks.LEGENDRE, LegendreReturnsNothing)
+    assert report.score == 0.0
+    for i in report.items:
+        assert "returned a NoneType, expected a tensor" in i.message or "not checked" in i.message, (
+            report.render()
+        )
+
+
+def test_a_typo_in_backward_keeps_the_forward_values():
+    _, report = _run(checks.LEGENDRE, LegendreBackwardTypo)
+    items = {i.name: i for i in report.items}
+    assert items["y"].passed
+    assert "NameError" in items["dx"].message and not items["dx"].passed
+
+
+class FuncBiasSqueezed(LinearFunctionFunc):
+    """The older docs' ``grad_output.sum(0).squeeze(0)``: a 0-d bias gradient when out_features = 1."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
+        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+
+
+def test_func_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named():
+    _, report = _run(checks.LINEAR_FUNCTION_FUNC, FuncBiasSqueezed)
+    lost = [i for i in report.items if not i.passed]
+    assert [i.name for i in lost] == ["in = 1, out = 1"], report.render()
+    assert "when out=1" in lost[0].message and ".squeeze(0)" in lost[0].message
+    assert "silently sums" not in lost[0].message

@@ -13,6 +13,7 @@ from check_helpers import blank, failed, grade, item
 from torch import nn
 
 from autograder.checks import custom_functions as checks
+from autograder.grading.toolkit import backward_returns, step_error
 from backprop_utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
@@ -519,7 +520,7 @@ def test_bias_gated_on_the_wrong_entry_of_needs_input_grad() -> None:
 
 def test_linear_function_jacobian_evidence_is_float64() -> None:
     evidence = checks.LINEAR_FUNCTION.collect(LinearFunction, seed=0)
-    jac = evidence["cases"][checks.MAIN]["jacobian"]
+    jac = evidence["cases"][checks.MAIN]["outputs"]["jacobian"]
     assert {k: v.shape for k, v in jac.items()} == {"x": (20, 12), "W": (20, 15), "b": (20, 5)}
     assert all(v.dtype == np.float64 for v in jac.values())
 
@@ -752,3 +753,274 @@ def test_checks_do_not_disturb_the_global_torch_seed() -> None:
 )
 def test_reference_evidence_survives_json_and_grades_identically(check, learner, points) -> None:
     assert grade(check, *learner, seed=3).score == points
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 10: one rule for a correct answer; size-1 edges; factors of N; the argument that was modified
+# ---------------------------------------------------------------------------------------------------
+
+
+class MulConstantTrailingNones(MulConstant):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant, None, None
+
+
+class ExpTrailingNone(Exp):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (result,) = ctx.saved_tensors
+        return grad_output * result, None
+
+
+class ReLUOneTuple(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return (grad_output * (x > 0),)
+
+
+class ReLUAsList(MyReLU):
+    """A list is one value to PyTorch, not a sequence of gradients: autograd refuses it."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return [grad_output * (x > 0)]
+
+
+class LinearFunctionTrailingNone(LinearFunction):
+    """PyTorch's documented example: one more None than apply(x, W) has inputs, always."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (*LinearFunction.backward(ctx, grad_output), None)
+
+
+class LinearFunctionOtherSpelling(LinearFunction):
+    """``@``, ``.T`` and ``sum(dim=0)``: the same values as the reference's ``mm``, ``.t()``, ``sum(0)``."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        gi = grad_output @ weight if ctx.needs_input_grad[0] else None
+        gw = grad_output.T @ input if ctx.needs_input_grad[1] else None
+        gb = grad_output.sum(dim=0) if bias is not None and ctx.needs_input_grad[2] else None
+        return gi, gw, gb
+
+
+@pytest.mark.parametrize(
+    ("check", "learner"),
+    [
+        (checks.MUL_CONSTANT, MulConstantTrailingNones),
+        (checks.EXP, ExpTrailingNone),
+        (checks.MY_RELU, ReLUOneTuple),
+        (checks.LINEAR_FUNCTION, LinearFunctionTrailingNone),
+        (checks.LINEAR_FUNCTION, LinearFunctionOtherSpelling),
+    ],
+    ids=lambda v: getattr(v, "__name__", getattr(v, "name", "")),
+)
+def test_every_form_pytorch_accepts_keeps_full_points(check, learner) -> None:
+    report = grade(check, learner)
+    assert report.score == check.points, report.render()
+
+
+class MulConstantExtraTensor(MulConstant):
+    """A third value that is not None: PyTorch refuses it, so does every item."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant, None, grad_output
+
+
+class LinearFunctionExtraTensor(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (*LinearFunction.backward(ctx, grad_output), grad_output)
+
+
+def test_a_list_is_refused_as_pytorch_refuses_it() -> None:
+    report = grade(checks.MY_RELU, ReLUAsList)
+    assert {"backward called directly", "through autograd"} <= failed(report)
+    assert "return a tuple" in item(report, "backward called directly").message
+
+
+def test_a_value_beyond_the_inputs_that_is_not_none_loses_points_in_every_item() -> None:
+    report = grade(checks.MUL_CONSTANT, MulConstantExtraTensor)
+    assert "returned 3 value(s) for the 2 inputs" in item(report, "backward called directly").message
+    assert "through autograd" in failed(report)
+
+    report = grade(checks.LINEAR_FUNCTION, LinearFunctionExtraTensor)
+    assert {"grad_input", "grad_weight", "grad_bias", "through autograd"} <= failed(report)
+    assert "only extra trailing Nones are ignored" in item(report, "grad_bias").message
+
+
+class BiasSqueezed(LinearFunction):
+    """``grad_output.sum(0).squeeze(0)``, from older PyTorch docs: a 0-d gradient when out_features = 1."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+
+
+def test_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named() -> None:
+    report = grade(checks.LINEAR_FUNCTION, BiasSqueezed)
+    assert failed(report) == {"in = 1, out = 1"}
+    message = item(report, "in = 1, out = 1").message
+    assert "when out=1" in message and "grad_bias has shape (), expected (1,)" in message
+    assert ".squeeze(0)" in message and "0-d" in message
+    assert report.score < 6.0
+
+
+class BiasSqueezedEverywhere(LinearFunction):
+    """``.squeeze()`` with no axis: also wrong at in_features = 1? No: only the bias is squeezed; the
+    weight gradient squeezed breaks at in = 1."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        return gi, (None if gw is None else gw.squeeze()), gb
+
+
+def test_a_squeezed_weight_gradient_loses_the_size_one_item() -> None:
+    report = grade(checks.LINEAR_FUNCTION, BiasSqueezedEverywhere)
+    assert failed(report) == {"in = 1, out = 1"}
+    assert "when in=1: grad_weight has shape (5,), expected (5, 1)" in item(report, "in = 1, out = 1").message
+
+
+class BiasMean(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
+        return gi, gw, (None if gb is None else grad_output.mean(0))
+
+
+def test_a_factor_of_n_is_named_with_the_batch_size() -> None:
+    report = grade(checks.LINEAR_FUNCTION, BiasMean)
+    message = item(report, "grad_bias").message
+    assert "a factor of 1/N with N=4" in message
+    assert "constant factor" not in message
+
+
+class ReLUMaskInSavedInput(MyReLU):
+    """Builds the mask in the saved x itself: the caller's input is overwritten by backward."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        mask = x
+        mask[x <= 0] = 0
+        mask[x > 0] = 1
+        return grad_output * mask
+
+
+def test_a_backward_that_writes_into_its_saved_input_is_told_so() -> None:
+    report = grade(checks.MY_RELU, ReLUMaskInSavedInput)
+    assert "inputs unchanged" in failed(report)
+    message = item(report, "inputs unchanged").message
+    assert "x was changed in place" in message and "backward wrote into the saved x" in message
+    assert "grad_output" not in message and "dout" not in message
+
+
+class ExpForwardInPlace(Exp):
+    """Returns its input after exp_: once that output is edited, reading its grad_fn raises."""
+
+    @staticmethod
+    def forward(ctx, x):
+        result = x.exp_()
+        ctx.save_for_backward(result)
+        return result
+
+
+class ReLUForwardInPlace(MyReLU):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.clone())
+        return x.clamp_(min=0).clone()
+
+
+def test_a_forward_that_returns_none_is_a_forward_error_not_a_backward_crash() -> None:
+    class ReturnsNothing(LinearFunction):
+        @staticmethod
+        def forward(ctx, input, weight, bias=None):
+            ctx.save_for_backward(input, weight, bias)
+
+    report = grade(checks.LINEAR_FUNCTION, ReturnsNothing)
+    assert report.score == 0.0
+    message = item(report, "forward").message
+    assert "LinearFunction.apply returned a NoneType, expected a tensor" in message
+    assert not any("backward" in i.message and "failed" in i.message for i in report.items), report.render()
+
+
+def test_a_typo_in_backward_does_not_fail_the_forward() -> None:
+    class BackwardTypo(LinearFunction):
+        @staticmethod
+        def backward(ctx, grad_output):
+            input, weight, bias = ctx.saved_tensors
+            return grad_output.mm(weigth), None, None  # noqa: F821 - the typo is the point
+
+    report = grade(checks.LINEAR_FUNCTION, BackwardTypo)
+    assert item(report, "forward").passed
+    assert "NameError" in item(report, "grad_input").message
+
+
+def test_a_forward_that_writes_into_its_input_is_told_so() -> None:
+    report = grade(checks.MY_RELU, ReLUForwardInPlace)
+    message = item(report, "inputs unchanged").message
+    assert "forward wrote into its input x" in message
+    assert "grad_output" not in message
+
+
+def test_an_output_autograd_refuses_after_an_edit_is_recorded_not_a_crash() -> None:
+    # reading the grad_fn of a returned input that was then edited raises inside the harness: that
+    # is a step's error in the evidence, and forward is still the one told it wrote into x
+    report = grade(checks.EXP, ExpForwardInPlace)
+    assert "forward wrote into its input x" in item(report, "inputs unchanged").message
+    assert report.score < 1.0
+
+
+class LinearOnSqueezedBias(Linear):
+    def forward(self, x):
+        return BiasSqueezed.apply(x, self.weight, self.bias)
+
+
+def test_a_module_on_a_squeezed_bias_gradient_loses_only_forward_and_backward() -> None:
+    report = grade(checks.LINEAR_MODULE, LinearOnSqueezedBias)
+    # (its grad_fn is BiasSqueezedBackward, so "uses LinearFunction" is lost too, by name only)
+    assert failed(report) == {"forward and backward", "uses LinearFunction"}
+    message = item(report, "forward and backward").message
+    assert message.startswith("Linear(1, 1): ") and "invalid gradient" in message
+
+
+# ---------------------------------------------------------------------------------------------------
+# The shared rules: a step that did not run, and a backward's return value as PyTorch reads it
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_a_step_that_did_not_run_reports_the_error_of_the_step_that_stopped_it() -> None:
+    record = {"errors": {"forward": "f raised ValueError"}, "blocked": {"direct": "forward"}}
+    assert step_error(record, "direct") == "f raised ValueError"
+    assert step_error({"errors": {"forward": None}, "blocked": {}}, "forward") is None
+    assert "a bug in the course" in step_error({"errors": {}, "blocked": {}}, "autograd")
+
+
+@pytest.mark.parametrize(
+    ("kind", "grads", "n", "problem"),
+    [
+        ("tuple", ["g", None, None], 2, None),
+        ("Tensor", ["g"], 1, None),
+        ("tuple", ["g", "h"], 1, "returned 2 value(s) for the 1 input of forward"),
+        ("tuple", ["g"], 2, "so b is missing"),
+        ("list", ["g", "h"], 2, "return a tuple"),
+    ],
+)
+def test_backward_returns_reads_a_return_value_as_pytorch_does(kind, grads, n, problem) -> None:
+    values = [None if g is None else np.full(2, ord(g), dtype=np.float64) for g in grads]
+    read, message = backward_returns({"kind": kind, "grads": values}, n, "F", ["a", "b"])
+    assert len(read) == n
+    if problem is None:
+        assert message is None
+        assert all(np.array_equal(a, b) for a, b in zip(read, values, strict=False) if a is not None)
+    else:
+        assert problem in message

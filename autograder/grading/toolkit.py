@@ -58,3 +58,147 @@ def add_notes(report: Report, records: Iterable[Record]) -> None:
         for note in record.get("notes", []):
             if note not in report.notes:
                 report.notes.append(note)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Custom autograd Functions (notebooks 04 and 05): the evidence of autograder.checks.functions
+# ---------------------------------------------------------------------------------------------------
+
+
+def step_error(record: Record, *steps: str) -> str | None:
+    """The error that stops the first failing of ``steps`` in a Function's case record, or None.
+
+    Each step is blamed for its own failure only: a step that did not run because a prerequisite
+    failed (``record["blocked"]``) reports that prerequisite's error; a step that was never
+    recorded at all is a bug of the check, reported as such rather than blamed on the learner.
+    """
+    for step in steps:
+        prior = record.get("blocked", {}).get(step)
+        if prior is not None:
+            return step_error(record, prior) or f"not checked: {prior} did not run"
+        if step not in record["errors"]:
+            return f"not checked: the check recorded no step {step!r} (a bug in the course, not in your code)"
+        if record["errors"][step]:
+            return record["errors"][step]
+    return None
+
+
+ACCEPTED_ANSWERS = """What the checks accept as a correct answer (issue 10, CHECKS.md item 24).
+
+One rule, applied by every item of every check: an answer PyTorch accepts and documents is correct.
+For a custom Function's ``backward`` that means, as PyTorch's engine reads its return value:
+
+* a lone tensor is a tuple of one (a Function of one input may return its gradient bare); only a
+  tuple holds several gradients: a list is one value, which autograd refuses ("expected Variable or
+  None (got list)"), so a list is not accepted either;
+* trailing ``None`` entries beyond the forward's inputs are ignored (PyTorch's ``LinearFunction``
+  example returns three gradients for ``apply(x, W)`` and relies on it);
+* any spelling of the same values is alike (``grad_output.t().mm(input)``, ``grad_output.T @ input``,
+  ``grad_output.sum(0)`` or ``.sum(dim=0)``): values are compared, never source.
+
+Where the course is stricter than PyTorch, the notebook says why and the feedback says so:
+
+* a gradient must have its input's exact shape when ``backward`` is called directly: the engine
+  silently sum-reduces a broadcastable wrong shape (CHECKS.md item 8), which hides a real bug;
+* a gradient that is not needed (``ctx.needs_input_grad`` False) must be None, not computed and
+  discarded (the needs_input_grad items);
+* tensors go through ``save_for_backward``, not ``ctx`` attributes (CHECKS.md item 12).
+
+:func:`backward_returns` applies the rule; no item counts a backward's values another way.
+"""
+
+
+#: The named mistake of the bias gradient in older PyTorch docs (CHECKS.md item 22).
+SQUEEZED_BIAS = (
+    "grad_output.sum(0).squeeze(0): with one output feature the sum has shape (1,) and .squeeze(0) makes "
+    "it a 0-d tensor, which autograd refuses as the gradient of a bias of shape (1,); grad_output.sum(0) "
+    "alone is right for every size"
+)
+
+
+def backward_returns(
+    returned: Record, n_inputs: int, label: str, names: list[str]
+) -> tuple[list[Any], str | None]:
+    """The gradients a recorded ``backward`` return value gives, read as PyTorch reads it.
+
+    ``returned`` is :func:`autograder.checks.functions.returned`'s record. Returns one entry per
+    forward input (None where none was returned) and, when PyTorch would refuse the return value, a
+    message saying why: a list, more non-None values than the forward has inputs, or fewer values
+    (the entries that were returned are still given, so that their values can be judged).
+    See :data:`ACCEPTED_ANSWERS`.
+    """
+    inputs = f"{n_inputs} input{'' if n_inputs == 1 else 's'}"
+    grads = list(returned["grads"])
+    if returned["kind"] == "list":
+        return (grads + [None] * n_inputs)[:n_inputs], (
+            f"{label}.backward returned a list: PyTorch reads only a tuple as one gradient per input (a "
+            "list is one value, and autograd raises 'expected Variable or None (got list)'); return a tuple."
+        )
+    while len(grads) > n_inputs and grads[-1] is None:
+        grads.pop()
+    if len(grads) > n_inputs:
+        return grads[:n_inputs], (
+            f"{label}.backward returned {len(returned['grads'])} value(s) for the {inputs} of "
+            f"forward ({', '.join(names[:n_inputs])}): return one gradient per input, in order; only "
+            "extra trailing Nones are ignored."
+        )
+    if len(grads) < n_inputs:
+        missing = ", ".join(names[len(grads) : n_inputs])
+        return grads + [None] * (n_inputs - len(grads)), (
+            f"{label}.backward returned {len(grads)} value(s) for the {inputs} of forward, so "
+            f"{missing} is missing: return one gradient per input, in order (None where there is none)."
+        )
+    return grads, None
+
+
+def describe(value: Any) -> str:
+    """A value from the evidence in a few words: ``an array of shape (3,)``, ``a NoneType``..."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    type_name = getattr(value, "type_name", None)
+    return f"a {type_name or type(value).__name__}"
+
+
+def tensors_unchanged_item(
+    records: dict[str, Record], originals: dict[str, dict[str, np.ndarray]], weight: float = 0.5
+) -> Item:
+    """Passes when no step of any case changed a tensor it was given (an input or an upstream gradient).
+
+    The feedback names the argument that changed and the step that changed it, with the advice for
+    that argument: forward writing into its input, backward writing into ``grad_output``, or
+    backward writing into a saved tensor (which is the caller's input, not a copy). It cannot pass
+    while a case's forward failed: code that raises changes nothing and earns nothing for it.
+    """
+    name = "inputs unchanged"
+    for label, record in records.items():
+        if step_error(record, "forward"):
+            return Item(name, False, f"not checked: case {label} did not run", weight)
+    for label, record in records.items():
+        for key, after in record.get("inputs_after", {}).items():
+            step, _, argument = key.partition(": ")
+            before = originals[label].get(argument)
+            if before is None or not isinstance(after, np.ndarray):
+                continue
+            if after.shape == before.shape and np.array_equal(after, before, equal_nan=True):
+                continue
+            if argument == "grad_output":
+                hint = (
+                    "backward wrote into grad_output (e.g. grad_output[mask] = 0 or grad_output.mul_): "
+                    "it is the caller's gradient, shared with the rest of the graph; compute a new tensor"
+                )
+            elif step == "forward":
+                hint = (
+                    f"forward wrote into its input {argument} (add_, clamp_, t_(), an indexed assignment): "
+                    "compute a new tensor instead"
+                )
+            else:
+                hint = (
+                    f"backward wrote into the saved {argument}: ctx.saved_tensors gives back the caller's "
+                    f"own {argument}, not a copy; compute a new tensor (out-of-place operations, or "
+                    f"{argument}.clone() first)"
+                )
+            where = "" if step == "forward" else f" ({step})"
+            return Item(
+                name, False, f"in case {label}{where}, {argument} was changed in place: {hint}.", weight
+            )
+    return Item(name, True, "no input and no upstream gradient was modified", weight)
