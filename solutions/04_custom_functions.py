@@ -81,7 +81,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.autograd import Function
+from torch.autograd import Function  # noqa: F401 - PyTorch's documented examples subclass Function
 
 from autograder.checks import (
     check_backward_by_hand,
