@@ -15,6 +15,7 @@ whether it raised, never the cell's text output: that output is the learner kern
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -107,6 +108,15 @@ class LimitedClient(NotebookClient):
             if recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED:
                 return True
         return False
+
+    def stop_watching(self) -> None:
+        """Close the watch: the kernel's sockets cannot be closed while a monitor is open on them."""
+        monitor = getattr(self, "_monitor", None)
+        if monitor is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                self.kc.iopub_channel.socket.disable_monitor()
+            monitor.close(linger=0)
+            self._monitor = None
 
     def watch_disconnects(self) -> None:
         """Watch the kernel's output socket for being dropped (what an oversized message causes)."""
@@ -296,7 +306,10 @@ def run(job: dict[str, Any]) -> None:
             process = km.provisioner.process if km.provisioner is not None else None
             events.write(event="kernel", seconds=round(time.monotonic() - start, 3))
             client.watch_disconnects()
-            stop = _execute(client, nb, job, graded, deadline, events)
+            try:
+                stop = _execute(client, nb, job, graded, deadline, events)
+            finally:
+                client.stop_watching()
     except Exception as exc:  # noqa: BLE001 - a kernel that never starts must still end in a stated outcome
         if stop.get("reason") is None:
             stop = {"reason": "kernel_failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}

@@ -1,0 +1,40 @@
+"""Each check is declared once: every test cell names a declared check, with the declaration's points."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder.build import assignments, source_notebook
+from autograder.checks import ENTRY_POINTS, all_checks
+from autograder.engine.prepare import grade_cells
+from autograder.grading import load
+
+COURSE = assignments()
+
+
+@pytest.mark.parametrize("assignment", COURSE, ids=lambda a: a.name)
+def test_every_test_cell_names_a_declared_check_with_its_points(assignment) -> None:
+    checks = all_checks()
+    for cell in grade_cells(source_notebook(assignment.source)):
+        assert cell.calls, f"{cell.grade_id} calls no check"
+        names = {call.function for call in cell.calls}
+        assert len(names) == 1, f"{cell.grade_id} calls several checks: {names}"
+        check = checks.get(cell.final_call.function.removeprefix("check_"))
+        assert check is not None, f"{cell.grade_id} calls {cell.final_call.function}, which is not declared"
+        assert cell.points == check.points, (
+            f"{cell.grade_id}: {cell.points} points, {check.name}: {check.points}"
+        )
+
+
+def test_every_declared_check_is_graded_used_and_has_an_entry_point() -> None:
+    checks = all_checks()
+    assert set(load()) == set(checks), "a check without a grader, or a grader without a check"
+    used = {
+        call.function.removeprefix("check_")
+        for a in COURSE
+        for cell in grade_cells(source_notebook(a.source))
+        for call in cell.calls
+    }
+    assert used == set(checks), f"declared but never used: {set(checks) - used}"
+    entry_points = {name.removeprefix("check_") for names in ENTRY_POINTS.values() for name in names}
+    assert entry_points == set(checks)
