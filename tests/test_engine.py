@@ -233,7 +233,7 @@ def cell_score(o, grade_id: str) -> float:
         ("ada", 7, "graded", None),
         ("blank", 0, "graded", None),
         ("half", 4, "graded", None),
-        ("sleeper", 4, "stopped", "a cell ran longer than the 8 s a cell may take"),
+        ("sleeper", 7, "graded", None),  # interrupted at the cell limit, and the notebook went on
         ("stubborn", 4, "stopped", "a cell ran longer than the 8 s a cell may take"),
         ("quitter", 4, "stopped", "the kernel exited with status 3"),
         ("crasher", 4, "stopped", "the kernel died from signal SIGSEGV"),
@@ -265,11 +265,18 @@ def test_each_submission_gets_its_exact_outcome(graded, student, score, status, 
 
 def test_a_stopped_notebook_keeps_the_points_of_cells_that_ran(graded) -> None:
     result, _ = graded
-    for student in ("sleeper", "stubborn", "quitter", "crasher", "chatty"):
+    for student in ("stubborn", "quitter", "crasher", "chatty"):
         o = outcome(result, student)
         assert cell_score(o, "test_linear_layer") == 4
         mse = next(c for c in o.cells if c["grade_id"] == "test_mse_loss")
         assert mse["score"] == 0 and mse["feedback"].startswith("not graded:"), mse
+
+
+def test_a_cell_over_its_time_limit_is_interrupted_and_the_notebook_goes_on(graded) -> None:
+    """As under nbgrader: the sleeping cell is interrupted, the test after it still runs and scores."""
+    o = outcome(graded[0], "sleeper")
+    assert cell_score(o, "test_mse_loss") == 3
+    assert any("interrupted" in e and "went on" in e for e in o.errors), o.errors
 
 
 def test_memory_blow_up_is_reported_and_the_kernel_goes_on(graded) -> None:
