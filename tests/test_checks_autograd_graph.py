@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from check_helpers import blank, failed, grade, item
 
 from autograder.checks import autograd_graph as checks
+from autograder.grading import autograd_graph as graders
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -244,20 +245,20 @@ def test_loss_no_relu_and_modified_input():
 
 def test_graphs_are_what_the_notebook_says():
     for seed in (0, 7):
-        names, parents = checks.graph_structure(checks.build_graph("two-layer net", seed))
+        names, parents = graders.graph_structure(checks.build_graph("two-layer net", seed))
         assert names.count("AddmmBackward0") == 2 and names.count("AccumulateGrad") == 4
         # W1's and W2's AccumulateGrad are each fed by two nodes (the layer and the penalty)
         assert sum(len(p) == 2 for n, p in zip(names, parents, strict=True) if n == "AccumulateGrad") == 2
-        names, parents = checks.graph_structure(checks.build_graph("diamond", seed))
+        names, parents = graders.graph_structure(checks.build_graph("diamond", seed))
         assert max(len(p) for p in parents) == 3
-    chains = {tuple(checks.graph_structure(checks.build_graph("chain", s))[0]) for s in range(4)}
+    chains = {tuple(graders.graph_structure(checks.build_graph("chain", s))[0]) for s in range(4)}
     assert len(chains) > 1  # the seed changes the operations
 
 
 def test_every_valid_order_is_accepted():
     # the engine's own execution order, recorded with hooks, is valid; so is the Kahn order
     result = checks.build_graph("two-layer net", 3)
-    names, parents = checks.graph_structure(result)
+    names, parents = graders.graph_structure(result)
     seen, nodes, stack = set(), [], [result.grad_fn]
     while stack:
         node = stack.pop()
@@ -270,9 +271,9 @@ def test_every_valid_order_is_accepted():
     for node in nodes:
         node.register_prehook(lambda grads, node=node: ran.append(type(node).__name__))
     result.backward()
-    assert checks.order_problem(ran, names, parents) is None
+    assert graders.order_problem(ran, names, parents) is None
     assert (
-        checks.order_problem(backward_order_kahn(checks.build_graph("two-layer net", 3)), names, parents)
+        graders.order_problem(backward_order_kahn(checks.build_graph("two-layer net", 3)), names, parents)
         is None
     )
     assert backward_order_kahn(checks.build_graph("diamond", 0)) != backward_order(

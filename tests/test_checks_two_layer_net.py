@@ -8,6 +8,7 @@ import pytest
 from check_helpers import blank, failed, grade, item
 
 from autograder.checks import two_layer_net as checks
+from autograder.checks.core import case_seed
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers (the notebook's solutions)
@@ -545,7 +546,7 @@ def test_net_calling_a_blank_function_names_it():
 
 def test_net_parameters_leave_some_relu_units_inactive():
     for index, (_, n, _) in enumerate(checks.NET_CASES):
-        data = checks.net_inputs(checks._case_seed(0, index), n)
+        data = checks.net_inputs(case_seed(0, index), n)
         z = data["X"] @ data["W1"].T + data["b1"]
         assert np.all(z[:, 0] < 0)  # a dead unit
         assert np.all(z != 0)

@@ -58,3 +58,11 @@ def add_notes(report: Report, records: Iterable[Record]) -> None:
         for note in record.get("notes", []):
             if note not in report.notes:
                 report.notes.append(note)
+
+
+def verdict_or_error(name: str, verdict: Verdict, error: str | None, weight: float = 1.0) -> Item:
+    """The item of one value, judged on its verdict; the call's error stands in only when the value is
+    missing, so that a forward whose output was recorded is not failed by its backward's error."""
+    if verdict.problem == "missing" and error:
+        return Item(name, False, error, weight)
+    return Item.from_verdicts(name, [verdict], weight)
