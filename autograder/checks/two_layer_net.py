@@ -72,9 +72,11 @@ def call_naming_stubs(fn: Any, *args: Any, name: str, **kwargs: Any) -> Call:
 # Activations: relu, sigmoid, tanh
 # ---------------------------------------------------------------------------------------------------
 
-#: (label, shape) of the two ordinary cases; the special case of each activation comes third.
+#: (label, shape) of the two ordinary cases; the special case of each activation comes third, the
+#: D = 1 edge fourth (a ``.squeeze()`` or a reshape to (N,) shows only there).
 ACTIVATION_CASES: tuple[tuple[str, tuple[int, int]], ...] = (("N=4, D=5", (4, 5)), ("N=1, D=5", (1, 5)))
 SPECIAL_CASE = {"relu": "x with exact zeros", "sigmoid": "large |x|", "tanh": "large |x|"}
+COLUMN_CASE, COLUMN_SHAPE = "N=4, D=1", (4, 1)
 
 #: Logits far outside the range where a naive exp stays finite (exp(710) overflows float64).
 LARGE_X = np.array([[-800.0, -50.0, -20.0, -1.5, 0.0], [800.0, 50.0, 20.0, 1.5, -710.0]])
@@ -100,6 +102,8 @@ def activation_inputs(kind: str, seed: int) -> dict[str, dict[str, np.ndarray]]:
     else:
         x = LARGE_X.copy()
     cases[SPECIAL_CASE[kind]] = {"x": x, "dout": rng.standard_normal(x.shape)}
+    rng = np.random.default_rng(case_seed(seed, len(ACTIVATION_CASES) + 1))
+    cases[COLUMN_CASE] = {"x": rng.standard_normal(COLUMN_SHAPE), "dout": rng.standard_normal(COLUMN_SHAPE)}
     return cases
 
 
@@ -146,7 +150,10 @@ def check_tanh(tanh_forward: Any, tanh_backward: Any, *, seed: int = 0) -> float
 # Softmax cross-entropy
 # ---------------------------------------------------------------------------------------------------
 
+#: The main case, N = 1, and large logits. No C = 1 case: one class is no classifier, its loss is
+#: exactly 0, and the accepted log(p + eps) form is then off by eps with no relative tolerance to absorb it.
 SOFTMAX_CASES = ("N=4, C=3", "N=1, C=3", "large logits, N=3, C=4")
+
 
 #: Row 1 has its true class 1000 below the row's maximum: its probability underflows to 0, so only
 #: log-sum-exp gives the right loss (~1000); log(p + eps) gives -log(eps). Row 2 is all large and
@@ -160,14 +167,15 @@ LARGE_LABELS = np.array([0, 1, 2], dtype=np.int64)
 def softmax_inputs(seed: int) -> dict[str, dict[str, np.ndarray]]:
     """Every case of the softmax check: ``{label: {"scores": (N, C) float64, "y": (N,) int64}}``."""
     cases = {}
-    for index, (label, (n, c)) in enumerate(zip(SOFTMAX_CASES[:2], ((4, 3), (1, 3)), strict=True)):
+    main, single, large = SOFTMAX_CASES
+    for index, (label, (n, c)) in enumerate(((main, (4, 3)), (single, (1, 3)))):
         rng = np.random.default_rng(case_seed(seed, index))
         # every class appears when N >= C, in a random order
         y = (rng.permutation(np.arange(n) + int(rng.integers(c))) % c).astype(np.int64)
         cases[label] = {"scores": 2.0 * rng.standard_normal((n, c)), "y": y}
     rng = np.random.default_rng(case_seed(seed, 2))
     scores = LARGE_LOGITS + rng.uniform(-0.5, 0.5, LARGE_LOGITS.shape)
-    cases[SOFTMAX_CASES[2]] = {"scores": scores, "y": LARGE_LABELS.copy()}
+    cases[large] = {"scores": scores, "y": LARGE_LABELS.copy()}
     return cases
 
 
@@ -212,26 +220,54 @@ NET_CASES: tuple[tuple[str, int, float], ...] = (
 )
 NET_D, NET_H, NET_C = 4, 6, 3
 
+#: The size-1 edges of the input and hidden dimensions, one input feature and one hidden unit (C = 1
+#: is no classifier, and N = 1 is a case above): ``.squeeze()`` and reshapes to (N,) show only here.
+EDGE_CASE, EDGE_N = "D=1, H=1", 4
 
-def net_inputs(seed: int, n: int) -> dict[str, np.ndarray]:
+#: A network whose scores are about 1000 apart (the output biases are +1000, 0 and -1000): each class
+#: is the true one of one sample, so one true class sits ~1000 and one ~2000 below its row's maximum.
+#: Its probability underflows to 0: only a log-sum-exp softmax gives the loss (~1000), as the
+#: docstring of ``two_layer_net`` asks; exp of the raw scores overflows.
+LARGE_CASE, LARGE_SCORE = "large scores (|s| ~ 1000)", 1000.0
+
+
+def net_inputs(seed: int, n: int, d: int = NET_D, h: int = NET_H) -> dict[str, np.ndarray]:
     """Non-trivial parameters and data for one case: X (N, D), y (N,) int64, W1, b1, W2, b2.
 
-    Hidden unit 0 gets a bias of -50, so it is inactive for every sample (its gradients are 0);
-    the other units are active for some samples and not for others.
+    Hidden unit 0 gets a bias of -50 when there are several, so it is inactive for every sample (its
+    gradients are 0); the other units are active for some samples and not for others.
     """
     rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, NET_D))
-    W1 = rng.standard_normal((NET_H, NET_D))
-    b1 = 0.5 * rng.standard_normal(NET_H)
-    b1[0] = -50.0
+    X = rng.standard_normal((n, d))
+    W1 = rng.standard_normal((h, d))
+    b1 = 0.5 * rng.standard_normal(h)
+    if h > 1:
+        b1[0] = -50.0
     return {
         "X": X,
         "y": rng.integers(0, NET_C, size=n).astype(np.int64),
         "W1": W1,
         "b1": b1,
-        "W2": rng.standard_normal((NET_C, NET_H)),
+        "W2": rng.standard_normal((NET_C, h)),
         "b2": rng.standard_normal(NET_C),
     }
+
+
+def large_score_inputs(seed: int) -> dict[str, np.ndarray]:
+    """The inputs of :data:`LARGE_CASE`: N = C = 3, output biases a permutation of +-1000 and 0."""
+    data = net_inputs(seed, NET_C)
+    rng = np.random.default_rng([seed, 1])
+    data["b2"] = data["b2"] + LARGE_SCORE * rng.permutation(np.arange(1, 1 - NET_C, -1.0))
+    data["y"] = rng.permutation(NET_C).astype(np.int64)
+    return data
+
+
+def net_cases(seed: int) -> dict[str, tuple[dict[str, np.ndarray], float]]:
+    """Every case of the network check, by label: its inputs and its ``reg``."""
+    cases = {label: (net_inputs(case_seed(seed, i), n), reg) for i, (label, n, reg) in enumerate(NET_CASES)}
+    cases[EDGE_CASE] = (net_inputs(case_seed(seed, len(NET_CASES)), EDGE_N, d=1, h=1), 0.0)
+    cases[LARGE_CASE] = (large_score_inputs(case_seed(seed, len(NET_CASES) + 1)), 0.0)
+    return cases
 
 
 def params_of(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -269,10 +305,9 @@ def _run_net(fn: Any, data: dict[str, np.ndarray], reg: float | None) -> dict[st
 def collect_two_layer_net(two_layer_net: Any, *, seed: int = 0) -> Evidence:
     """Run the learner's ``two_layer_net`` on every case, for scores and for (loss, grads)."""
     cases = {}
-    for index, (label, n, reg) in enumerate(NET_CASES):
-        data = net_inputs(case_seed(seed, index), n)
+    for label, (data, reg) in net_cases(seed).items():
         cases[label] = {"loss": _run_net(two_layer_net, data, reg)}
-        if reg == 0.0:
+        if reg == 0.0 and label != LARGE_CASE:
             cases[label]["scores"] = _run_net(two_layer_net, data, None)
     return {"check": "two_layer_net", "seed": seed, "cases": cases}
 
