@@ -52,7 +52,18 @@ def softmax_cross_entropy(scores, y):
     return loss, dscores / n
 
 
-def _net(params, X, y=None, reg=0.0, *, relu_mask=True, reg_biases=False, half=True, reg_grads=True):
+def _net(
+    params,
+    X,
+    y=None,
+    reg=0.0,
+    *,
+    relu_mask=True,
+    reg_biases=False,
+    half=True,
+    reg_grads=True,
+    softmax=softmax_cross_entropy,
+):
     """The reference network, with switches for the mistakes the tests feed the check."""
     W1, b1, W2, b2 = (params[k] for k in ("W1", "b1", "W2", "b2"))
     z = X @ W1.T + b1
@@ -60,7 +71,7 @@ def _net(params, X, y=None, reg=0.0, *, relu_mask=True, reg_biases=False, half=T
     scores = h @ W2.T + b2
     if y is None:
         return scores
-    loss, ds = softmax_cross_entropy(scores, y)
+    loss, ds = softmax(scores, y)
     factor = 0.5 if half else 1.0
     loss = loss + factor * reg * (np.sum(W1**2) + np.sum(W2**2))
     if reg_biases:
@@ -654,3 +665,424 @@ def test_training_accuracy_does_not_trust_the_learner_forward():
 
     report = grade(checks.TRAIN_TWO_LAYER_NET, train_fake)
     assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every correct form is accepted
+# ---------------------------------------------------------------------------------------------------
+
+
+def relu_forward_int_zero(x):
+    return np.maximum(x, 0), x
+
+
+def relu_forward_mask_product(x):
+    return x * (x > 0), x
+
+
+def relu_forward_where(x):
+    return np.where(x > 0, x, 0.0), x
+
+
+def relu_forward_clip_caching_out(x):
+    out = np.clip(x, 0, None)
+    return out, out
+
+
+def relu_backward_where(dout, cache):
+    return np.where(cache > 0, dout, 0.0)
+
+
+def relu_backward_copy_then_zero(dout, cache):
+    dx = dout.copy()
+    dx[cache <= 0] = 0.0
+    return dx
+
+
+def relu_backward_heaviside(dout, cache):
+    return dout * np.heaviside(cache, 0.0)
+
+
+def sigmoid_forward_via_tanh(x):
+    s = 0.5 * (1.0 + np.tanh(0.5 * x))
+    return s, s
+
+
+def sigmoid_forward_logaddexp(x):
+    s = np.exp(-np.logaddexp(0.0, -x))
+    return s, s
+
+
+def sigmoid_forward_stable_branches(x):
+    e = np.exp(-np.abs(x))
+    s = np.empty_like(x)
+    positive = x >= 0
+    s[positive] = 1.0 / (1.0 + e[positive])
+    s[~positive] = e[~positive] / (1.0 + e[~positive])
+    return s, s
+
+
+def sigmoid_backward_expanded(dout, cache):
+    return dout * (cache - cache**2)
+
+
+def tanh_backward_product(dout, cache):
+    return dout - dout * cache * cache
+
+
+CORRECT_ACTIVATIONS = {
+    "relu maximum(x, 0)": (checks.RELU, relu_forward_int_zero, relu_backward),
+    "relu x * (x > 0)": (checks.RELU, relu_forward_mask_product, relu_backward_where),
+    "relu where": (checks.RELU, relu_forward_where, relu_backward_copy_then_zero),
+    "relu clip, caching out": (checks.RELU, relu_forward_clip_caching_out, relu_backward_heaviside),
+    "sigmoid via tanh": (checks.SIGMOID, sigmoid_forward_via_tanh, sigmoid_backward_expanded),
+    "sigmoid via logaddexp": (checks.SIGMOID, sigmoid_forward_logaddexp, sigmoid_backward),
+    "sigmoid by boolean indexing": (checks.SIGMOID, sigmoid_forward_stable_branches, sigmoid_backward),
+    "tanh, dout - dout * t * t": (checks.TANH, tanh_forward, tanh_backward_product),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRECT_ACTIVATIONS))
+def test_every_correct_activation_gets_full_points(name, capfd):
+    check, forward, backward = CORRECT_ACTIVATIONS[name]
+    report = grade(check, forward, backward, seed=3)
+    assert report.score == 1.0, report.render()
+    assert report.notes == []
+    assert capfd.readouterr().err == ""
+
+
+def softmax_eye_take_along_axis(scores, y):
+    n, c = scores.shape
+    shifted = scores - scores.max(axis=1)[:, None]
+    log_p = shifted - np.log(np.sum(np.exp(shifted), axis=1))[:, None]
+    loss = float(-np.take_along_axis(log_p, y[:, None], axis=1).mean())
+    return loss, (np.exp(log_p) - np.eye(c)[y]) / n
+
+
+def softmax_0d_array_loss(scores, y):
+    loss, dscores = softmax_cross_entropy(scores, y)
+    return np.array(loss), dscores
+
+
+def softmax_logsumexp_by_rows(scores, y):
+    n = scores.shape[0]
+    m = scores.max(axis=1, keepdims=True)
+    lse = m + np.log(np.exp(scores - m).sum(axis=1, keepdims=True))
+    loss = np.mean(lse[:, 0] - scores[np.arange(n), y])
+    p = np.exp(scores - lse)
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+@pytest.mark.parametrize(
+    "fn", [softmax_eye_take_along_axis, softmax_0d_array_loss, softmax_logsumexp_by_rows]
+)
+def test_every_correct_softmax_gets_full_points(fn):
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, fn, seed=5)
+    assert report.score == 3.0, report.render()
+    assert report.notes == []
+
+
+def net_with_ordered_grads_and_float_loss(params, X, y=None, reg=0.0):
+    from collections import OrderedDict
+
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    return float(loss), OrderedDict((k, grads[k]) for k in ("b2", "W2", "b1", "W1"))
+
+
+def net_by_einsum(params, X, y=None, reg=0.0):
+    W1, b1, W2, b2 = (params[k] for k in ("W1", "b1", "W2", "b2"))
+    z = np.einsum("nd,hd->nh", X, W1) + b1
+    h = np.where(z > 0, z, 0.0)
+    scores = np.einsum("nh,ch->nc", h, W2) + b2
+    if y is None:
+        return scores
+    loss, ds = softmax_logsumexp_by_rows(scores, y)
+    loss += 0.5 * reg * (np.einsum("ij,ij->", W1, W1) + np.einsum("ij,ij->", W2, W2))
+    dz = (ds @ W2) * (z > 0)
+    grads = {"W1": dz.T @ X + reg * W1, "b1": dz.sum(0), "W2": ds.T @ h + reg * W2, "b2": ds.sum(0)}
+    return np.array(loss), grads
+
+
+@pytest.mark.parametrize("fn", [net_with_ordered_grads_and_float_loss, net_by_einsum])
+def test_every_correct_network_gets_full_points(fn):
+    report = grade(checks.TWO_LAYER_NET, fn, seed=4)
+    assert report.score == 5.0, report.render()
+    assert report.notes == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# Size-1 edges: N = 1, D = 1, H = 1
+# ---------------------------------------------------------------------------------------------------
+
+
+def relu_forward_squeezed(x):
+    return np.maximum(x, 0.0).squeeze(), x
+
+
+def net_squeezed_bias_gradient(params, X, y=None, reg=0.0):
+    """db1 = dz.sum(0).squeeze(): right for H > 1, a 0-d array for one hidden unit."""
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    return loss, {**grads, "b1": grads["b1"].squeeze()}
+
+
+def test_activation_size_one_edges_include_one_feature():
+    cases = checks.activation_inputs("tanh", 0)
+    assert cases["N=4, D=1"]["x"].shape == (4, 1)
+    report = grade(checks.RELU, relu_forward_squeezed, relu_backward)
+    assert failed(report) == {"size 1 (N = 1, D = 1)"}
+    assert "axis of size 1" in item(report, "size 1 (N = 1, D = 1)").message
+
+
+def test_net_squeezed_bias_gradient_fails_only_at_one_hidden_unit():
+    data, _ = checks.net_cases(0)[checks.EDGE_CASE]
+    assert data["X"].shape == (4, 1) and data["W1"].shape == (1, 1) and data["W2"].shape == (3, 1)
+    report = grade(checks.TWO_LAYER_NET, net_squeezed_bias_gradient)
+    assert failed(report) == {"size 1 (N = 1; D = H = 1)"}
+    message = item(report, "size 1 (N = 1; D = H = 1)").message
+    assert message.startswith("D=1, H=1: grads['b1'] has shape (), expected (1,).")
+    assert "axis of size 1" in message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Stability in the network: scores of ~1000
+# ---------------------------------------------------------------------------------------------------
+
+
+def softmax_shift_then_log_p(scores, y):
+    """The commonest real softmax bug: stable probabilities, then -log(p), inf where p underflows."""
+    n = scores.shape[0]
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = -np.mean(np.log(p[np.arange(n), y]))
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+def net_shift_then_log_p(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, softmax=softmax_shift_then_log_p)
+
+
+def net_no_max_subtraction(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, softmax=softmax_no_max_subtraction)
+
+
+def net_log_p_plus_eps(params, X, y=None, reg=0.0):
+    return _net(params, X, y, reg, softmax=softmax_log_p_plus_eps)
+
+
+def test_large_scores_reach_1000_and_underflow_a_true_class():
+    data, reg = checks.net_cases(0)[checks.LARGE_CASE]
+    scores = _net(data, data["X"])
+    assert reg == 0.0 and np.abs(scores).max() > 999
+    gaps = scores.max(axis=1) - scores[np.arange(3), data["y"]]
+    assert gaps.max() > 1500  # exp(-gap) is 0 in float64
+
+
+def test_net_taking_log_of_an_underflowing_probability_loses_the_large_score_item(capfd):
+    report = grade(checks.TWO_LAYER_NET, net_shift_then_log_p)
+    assert failed(report) == {"large scores (|s| ~ 1000)"}
+    assert report.score < 5.0
+    message = item(report, "large scores (|s| ~ 1000)").message
+    assert "underflows to 0" in message and "log-sum-exp" in message
+    assert "axis 0" not in message and "batch" not in message
+    assert capfd.readouterr().err == ""
+
+
+def test_net_without_max_subtraction_is_told_to_subtract_it():
+    report = grade(checks.TWO_LAYER_NET, net_no_max_subtraction)
+    assert failed(report) == {"large scores (|s| ~ 1000)"}
+    message = item(report, "large scores (|s| ~ 1000)").message
+    assert "NaN" in message and "subtract each row's maximum" in message
+    assert "axis 0" not in message
+
+
+def test_net_with_log_p_plus_eps_loses_the_large_score_item():
+    report = grade(checks.TWO_LAYER_NET, net_log_p_plus_eps)
+    # (the main case fails too: some of its true classes have p ~ 1e-3, where the eps shows)
+    assert "large scores (|s| ~ 1000)" in failed(report)
+    assert "log(p + 1e-07)" in item(report, "large scores (|s| ~ 1000)").message
+
+
+def test_softmax_taking_log_of_an_underflowing_probability_is_not_called_an_axis_mistake():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_shift_then_log_p)
+    assert failed(report) == {"large logits (|s| ~ 1000)"}
+    message = item(report, "large logits (|s| ~ 1000)").message
+    assert "underflows to 0" in message
+    assert "axis 0" not in message and "batch" not in message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Diagnoses for the silent classes: swapped returns, (1 - t)**2, masks, W as (in, out), * for @
+# ---------------------------------------------------------------------------------------------------
+
+
+def relu_forward_cache_out_swapped(x):
+    """Caches out and returns (cache, out) the wrong way round: the backward's mask still works."""
+    out = np.maximum(x, 0.0)
+    return x, out
+
+
+def tanh_backward_square_of_difference(dout, cache):
+    return dout * (1.0 - cache) ** 2
+
+
+def tanh_backward_tanh_twice(dout, cache):
+    return dout * (1.0 - np.tanh(cache) ** 2)
+
+
+def relu_backward_matmul(dout, cache):
+    return dout @ (cache > 0)
+
+
+def softmax_swapped(scores, y):
+    loss, dscores = softmax_cross_entropy(scores, y)
+    return dscores, loss
+
+
+def net_returns_grads_first(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    return grads, loss
+
+
+def net_mask_from_upstream(params, X, y=None, reg=0.0):
+    W1, b1, W2, b2 = (params[k] for k in ("W1", "b1", "W2", "b2"))
+    z = X @ W1.T + b1
+    h = np.maximum(z, 0.0)
+    scores = h @ W2.T + b2
+    if y is None:
+        return scores
+    loss, ds = softmax_cross_entropy(scores, y)
+    dh = ds @ W2
+    dz = dh * (dh > 0)
+    return loss, {"W1": dz.T @ X, "b1": dz.sum(axis=0), "W2": ds.T @ h, "b2": ds.sum(axis=0)}
+
+
+def net_dW2_from_z(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    W1, b1 = params["W1"], params["b1"]
+    z = X @ W1.T + b1
+    _, ds = softmax_cross_entropy(np.maximum(z, 0.0) @ params["W2"].T + params["b2"], y)
+    return loss, {**grads, "W2": ds.T @ z + reg * params["W2"]}
+
+
+def net_weights_as_in_out(params, X, y=None, reg=0.0):
+    W1, b1, W2, b2 = (params[k] for k in ("W1", "b1", "W2", "b2"))
+    h = np.maximum(X @ W1 + b1, 0.0)  # W1 used as (D, H)
+    scores = h @ W2 + b2
+    if y is None:
+        return scores
+    raise AssertionError("not reached: the forward fails first")
+
+
+def net_elementwise_dW2(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    W1, b1, W2, b2 = (params[k] for k in ("W1", "b1", "W2", "b2"))
+    h = np.maximum(X @ W1.T + b1, 0.0)
+    loss, ds = softmax_cross_entropy(h @ W2.T + b2, y)
+    dW2 = ds.T * h  # an elementwise product where ds.T @ h belongs
+    return loss, {**result[1], "W2": dW2}
+
+
+def test_forward_returning_cache_first_is_named():
+    report = grade(checks.RELU, relu_forward_cache_out_swapped, relu_backward)
+    assert "out" in failed(report)
+    assert "return values swapped" in item(report, "out").message
+
+
+def test_tanh_square_of_the_difference_is_named():
+    report = grade(checks.TANH, tanh_forward, tanh_backward_square_of_difference)
+    assert report.score <= 0.5
+    assert "(1 - t)**2 where 1 - t**2 belongs" in item(report, "dx").message
+
+
+def test_tanh_applied_twice_is_named():
+    report = grade(checks.TANH, tanh_forward, tanh_backward_tanh_twice)
+    assert report.score < 1
+    assert "tanh is applied twice" in item(report, "dx").message
+
+
+def test_relu_mask_from_dout_is_named_in_every_case():
+    report = grade(checks.RELU, relu_forward, relu_backward_mask_from_dout)
+    assert {"dx", "size 1 (N = 1, D = 1)", "gradient 0 at x == 0"} <= failed(report)
+    for name in ("dx", "size 1 (N = 1, D = 1)"):
+        assert "computed from dout" in item(report, name).message
+
+
+def test_activation_backward_with_a_matrix_product_is_named():
+    report = grade(checks.RELU, relu_forward, relu_backward_matmul)
+    assert "dx" in failed(report) and "out" not in failed(report)
+    assert (
+        "a matrix product (@ or np.dot) where the elementwise product (*) belongs"
+        in item(report, "dx").message
+    )
+
+
+def test_softmax_swapped_returns_are_named():
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_swapped)
+    assert failed(report) == {"loss", "dscores", "N = 1", "large logits (|s| ~ 1000)"}
+    assert "swapped: this is dscores" in item(report, "loss").message
+    assert "swapped: this is the loss" in item(report, "dscores").message
+
+
+def test_net_swapped_returns_are_named():
+    report = grade(checks.TWO_LAYER_NET, net_returns_grads_first)
+    assert {"loss", "grads['W1']", "grads keys", "reg > 0"} <= failed(report)
+    assert "scores" not in failed(report)
+    for name in ("loss", "grads['W1']", "grads keys", "reg > 0"):
+        assert "return values are swapped" in item(report, name).message
+
+
+def test_net_relu_mask_from_the_upstream_gradient_is_named():
+    report = grade(checks.TWO_LAYER_NET, net_mask_from_upstream)
+    assert {"grads['W1']", "grads['b1']"} <= failed(report)
+    assert "taken from the upstream gradient" in item(report, "grads['W1']").message
+
+
+def test_net_dW2_from_z_is_named():
+    report = grade(checks.TWO_LAYER_NET, net_dW2_from_z)
+    assert "grads['W2']" in failed(report)
+    assert "computed from z, before the ReLU" in item(report, "grads['W2']").message
+
+
+def test_net_using_weights_as_in_out_is_named():
+    report = grade(checks.TWO_LAYER_NET, net_weights_as_in_out)
+    assert report.score == 0.0
+    for name in ("scores", "loss", "grads['W1']"):
+        message = item(report, name).message
+        assert "matmul" in message  # numpy's own error is kept
+        assert "a weight used as (in, out)?" in message and "x @ W.T + b" in message
+
+
+def test_net_elementwise_product_for_a_matrix_product_is_named():
+    report = grade(checks.TWO_LAYER_NET, net_elementwise_dW2)
+    assert "grads['W2']" in failed(report) and "scores" not in failed(report)
+    message = item(report, "grads['W2']").message
+    assert (
+        "an elementwise product (*) of a (3, 5) and a (5, 6) array where a matrix product (@) belongs"
+        in message
+    )
+
+
+def test_shape_error_hints_stay_silent_for_other_errors():
+    from autograder.grading.two_layer_net import _activation_error, _net_error
+
+    assert _net_error("KeyError: 'W3'") is None
+    assert _net_error("ValueError: operands could not be broadcast together with shapes (5,) (3,)") is None
+    # sizes that are no weight's: not a weight used the wrong way round
+    assert _net_error("matmul: ... (size 5 is different from 7)") is None
+    assert _activation_error("TypeError: unsupported operand") is None
