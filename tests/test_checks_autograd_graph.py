@@ -191,7 +191,8 @@ def test_loss_sum_over_batch_loses_points_and_is_named():
     assert report.score < 4.0
     assert {"loss", "W1.grad", "b2.grad", "reg > 0"} <= failed(report)
     assert "N=5" in item(report, "loss").message
-    assert "N = 1" not in failed(report)  # the mean and the sum agree at N = 1: that is why N >= 3 matters
+    # the mean and the sum agree at N = 1 (that is why N >= 3 matters): the size-1 item fails on D = H = 1
+    assert item(report, "size 1 (N = 1; D = H = 1)").message.startswith("D=1, H=1: ")
 
 
 def test_loss_reg_on_biases_is_named():
@@ -236,6 +237,59 @@ def test_loss_no_relu_and_modified_input():
     report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_modifies_X)
     assert "inputs unchanged" in failed(report)
     assert "changed its argument X" in item(report, "inputs unchanged").message
+
+
+def loss_log_softmax_by_hand(params, X, y, reg=0.0):
+    """-log(softmax): right for ordinary scores, inf where a true class's probability underflows."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    p = torch.softmax(scores, dim=1)
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return -torch.log(p[torch.arange(len(y)), y]).mean() + penalty
+
+
+def loss_log_softmax_stable(params, X, y, reg=0.0):
+    """Also correct: log_softmax and nll_loss, PyTorch's stable pieces of cross_entropy."""
+    scores = torch.relu(F.linear(X, params["W1"], params["b1"])) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * (params["W1"].pow(2).sum() + params["W2"].pow(2).sum())
+    return F.nll_loss(F.log_softmax(scores, dim=1), y) + penalty
+
+
+def loss_squeezes_hidden(params, X, y, reg=0.0):
+    """h.squeeze(-1): a no-op for H > 1, a (N,) vector for one hidden unit."""
+    h = torch.relu(X @ params["W1"].T + params["b1"]).squeeze(-1)
+    scores = h @ params["W2"].T + params["b2"]
+    return F.cross_entropy(scores, y) + 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+
+
+def loss_weights_as_in_out(params, X, y, reg=0.0):
+    scores = torch.relu(X @ params["W1"] + params["b1"]) @ params["W2"] + params["b2"]
+    return F.cross_entropy(scores, y)
+
+
+def test_loss_from_log_softmax_by_hand_fails_only_large_scores():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_log_softmax_by_hand)
+    assert failed(report) == {"large scores (|s| ~ 1000)"}
+    message = item(report, "large scores (|s| ~ 1000)").message
+    assert "underflows to 0" in message
+    assert "axis 0" not in message and "batch" not in message
+
+
+def test_loss_from_log_softmax_and_nll_loss_gets_full_points():
+    assert grade(checks.TWO_LAYER_LOSS_TORCH, loss_log_softmax_stable, seed=2).score == 4.0
+
+
+def test_loss_squeezing_the_hidden_layer_fails_only_the_size_one_item():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_squeezes_hidden)
+    # inputs unchanged cannot pass while a case did not run
+    assert failed(report) == {"size 1 (N = 1; D = H = 1)", "inputs unchanged"}
+    assert item(report, "size 1 (N = 1; D = H = 1)").message.startswith("D=1, H=1: ")
+
+
+def test_loss_using_weights_as_in_out_is_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_weights_as_in_out)
+    assert report.score == 0.0
+    message = item(report, "loss").message
+    assert "cannot be multiplied" in message and "a weight used as (in, out)?" in message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -466,3 +520,18 @@ def test_sgd_sign_and_detach():
     report = grade(checks.SGD_STEP, sgd_detaches)
     assert "still leaves" in failed(report) and report.score < 3.0
     assert "no longer requires grad" in item(report, "still leaves").message
+
+
+def sgd_step_slicing(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p[:] -= lr * p.grad
+    for p in params:
+        p.grad = None
+
+
+def test_sgd_covers_a_scalar_parameter_and_names_slicing():
+    assert () in checks.SGD_SHAPES
+    report = grade(checks.SGD_STEP, sgd_step_slicing)
+    assert report.score == 0.0
+    assert "a parameter can be a 0-d scalar tensor" in item(report, "one step").message

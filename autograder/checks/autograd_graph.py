@@ -23,7 +23,15 @@ import torch.nn.functional as F
 
 from autograder.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
-from autograder.checks.two_layer_net import PARAM_NAMES, call_naming_stubs, net_inputs
+from autograder.checks.two_layer_net import (
+    EDGE_CASE,
+    EDGE_N,
+    LARGE_CASE,
+    PARAM_NAMES,
+    call_naming_stubs,
+    large_score_inputs,
+    net_inputs,
+)
 
 LOSS_TORCH_POINTS = 4.0
 BACKWARD_ORDER_POINTS = 3.0
@@ -61,6 +69,18 @@ LOSS_CASES: tuple[tuple[str, int, float], ...] = (
 )
 
 
+def loss_cases(seed: int) -> dict[str, tuple[dict[str, np.ndarray], float]]:
+    """Every case of the loss check, by label: its inputs and its ``reg``. After the cases above come
+    notebook 02's size-1 edge (D = H = 1) and its scores of ~1000, where -log(softmax) is inf."""
+    cases = {
+        label: (net_inputs(notebook_case_seed(seed, i), n), reg)
+        for i, (label, n, reg) in enumerate(LOSS_CASES)
+    }
+    cases[EDGE_CASE] = (net_inputs(notebook_case_seed(seed, len(LOSS_CASES)), EDGE_N, d=1, h=1), 0.0)
+    cases[LARGE_CASE] = (large_score_inputs(notebook_case_seed(seed, len(LOSS_CASES) + 1)), 0.0)
+    return cases
+
+
 def _run_loss(fn: Any, data: dict[str, np.ndarray], reg: float) -> dict[str, Any]:
     """Call ``two_layer_loss_torch`` on fresh leaf tensors, then call ``backward`` on its result."""
     params = {k: torch.tensor(data[k], dtype=torch.float64, requires_grad=True) for k in PARAM_NAMES}
@@ -87,9 +107,9 @@ def _run_loss(fn: Any, data: dict[str, np.ndarray], reg: float) -> dict[str, Any
 
 def collect_two_layer_loss_torch(two_layer_loss_torch: Any, *, seed: int = 0) -> Evidence:
     """Run the learner's ``two_layer_loss_torch`` on every case; the check calls backward itself."""
-    cases = {}
-    for index, (label, n, reg) in enumerate(LOSS_CASES):
-        cases[label] = _run_loss(two_layer_loss_torch, net_inputs(notebook_case_seed(seed, index), n), reg)
+    cases = {
+        label: _run_loss(two_layer_loss_torch, data, reg) for label, (data, reg) in loss_cases(seed).items()
+    }
     return {"check": "two_layer_loss_torch", "seed": seed, "cases": cases}
 
 
@@ -187,8 +207,8 @@ def check_backward_order(backward_order: Any, *, seed: int = 0) -> float:
 # sgd_step
 # ---------------------------------------------------------------------------------------------------
 
-#: Parameter shapes, pairwise distinct, one of them (1, D).
-SGD_SHAPES: tuple[tuple[int, ...], ...] = ((4, 3), (4,), (1, 5))
+#: Parameter shapes, pairwise distinct, one of them (1, D), one a 0-d scalar (a slice p[:] fails there).
+SGD_SHAPES: tuple[tuple[int, ...], ...] = ((4, 3), (4,), (1, 5), ())
 
 
 def sgd_inputs(seed: int) -> dict[str, Any]:

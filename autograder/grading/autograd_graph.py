@@ -16,16 +16,28 @@ from autograder.checks.autograd_graph import (
     SGD_STEP,
     TWO_LAYER_LOSS_TORCH,
     build_graph,
-    notebook_case_seed,
+    loss_cases,
     sgd_inputs,
     sgd_loss,
 )
 from autograder.checks.core import Evidence
-from autograder.checks.two_layer_net import PARAM_NAMES, net_inputs
+from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, PARAM_NAMES
 from autograder.compare import Verdict, compare
 from autograder.grading import grader, reference, report_for
-from autograder.grading.toolkit import add_notes, error_or_verdicts, inputs_unchanged_item
-from autograder.grading.two_layer_net import net_mistakes
+from autograder.grading.toolkit import (
+    add_notes,
+    error_or_verdicts,
+    explain_errors,
+    inputs_unchanged_item,
+    product_sizes,
+)
+from autograder.grading.two_layer_net import (
+    SIZE_ONE,
+    WEIGHT_SIZES,
+    first_failure,
+    net_mistakes,
+    stability_item,
+)
 from autograder.report import Item, Report
 from autograder.tolerances import LOSS
 
@@ -97,20 +109,49 @@ def _grad_problem(k: str, record: dict[str, Any]) -> str | None:
     return None
 
 
-def _loss_case_item(name: str, record: dict[str, Any], verdicts: dict[str, Verdict], weight: float) -> Item:
+#: How to be stable in torch, said where the large-scores item fails and no mistake was named.
+TORCH_STABILITY_HINT = (
+    " F.cross_entropy(scores, y) is stable at any scale; -log(softmax(scores)) is not (torch.log_softmax "
+    "and torch.logsumexp are)."
+)
+
+
+def _loss_error(error: str) -> str | None:
+    """The likely mistake behind an error of the loss, from torch's shapes: a weight used as (in, out)."""
+    sizes = product_sizes(error)
+    if sizes and set(sizes) in WEIGHT_SIZES:
+        return (
+            "a weight used as (in, out)? Here a weight is (out, in), as in nn.Linear: W1 is (H, D) and W2 "
+            "is (C, H), so a layer computes X @ W.T + b (or F.linear(X, W, b))"
+        )
+    return None
+
+
+def _case_failure(record: dict[str, Any], verdicts: dict[str, Verdict]) -> str | None:
+    """Why a case fails: the function raised, the graph or a .grad is missing, or the first wrong value."""
     problem = next(filter(None, (_grad_problem(k, record) for k in PARAM_NAMES)), None)
-    return error_or_verdicts(name, problem, list(verdicts.values()), weight)
+    return problem or first_failure(list(verdicts.values()))
+
+
+def _loss_cases_item(
+    name: str, records: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, Verdict]], weight: float
+) -> Item:
+    """An item over whole cases, each failure prefixed with its case's label when it covers several."""
+    for label, record in records.items():
+        failure = _case_failure(record, verdicts[label])
+        if failure:
+            return Item(name, False, (f"{label}: " if len(records) > 1 else "") + failure, weight)
+    return Item.from_verdicts(name, [v for label in records for v in verdicts[label].values()], weight)
 
 
 @grader(TWO_LAYER_LOSS_TORCH)
 def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
     """Grade recorded evidence: loss (1), a 0-d tensor in the graph (0.5), each .grad (0.5 each),
-    reg > 0 (1), N = 1 (0.5), inputs unchanged (0.5)."""
+    reg > 0 (1), the size-1 edges N = 1 and D = H = 1 (0.5), large scores (0.5), inputs unchanged (0.5)."""
     report = report_for(TWO_LAYER_LOSS_TORCH)
-    seed, cases = evidence["seed"], evidence["cases"]
+    cases = explain_errors(evidence["cases"], _loss_error)
     verdicts, originals = {}, {}
-    for index, (label, n, reg) in enumerate(LOSS_CASES):
-        data = net_inputs(notebook_case_seed(seed, index), n)
+    for label, (data, reg) in loss_cases(evidence["seed"]).items():
         originals[label] = {k: data[k] for k in ("X", "y", *PARAM_NAMES)}
         verdicts[label] = _loss_verdicts(cases[label], data, reg)
     (main, _, _), (reg_label, _, _), (single, _, _) = LOSS_CASES
@@ -123,8 +164,20 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
         report.add(Item("loss in the graph", False, problem, 0.5))
     for k in PARAM_NAMES:
         report.add(error_or_verdicts(f"{k}.grad", _grad_problem(k, record), [verdicts[main][k]], 0.5))
-    report.add(_loss_case_item("reg > 0", cases[reg_label], verdicts[reg_label], 1.0))
-    report.add(_loss_case_item("N = 1", cases[single], verdicts[single], 0.5))
+    report.add(_loss_cases_item("reg > 0", {reg_label: cases[reg_label]}, verdicts, 1.0))
+    edges = {label: cases[label] for label in (single, EDGE_CASE)}
+    report.add(_loss_cases_item(SIZE_ONE["net"], edges, verdicts, 0.5))
+    ordinary_ok = _case_failure(record, verdicts[main]) is None
+    report.add(
+        stability_item(
+            LARGE_CASE,
+            [cases[LARGE_CASE]],
+            _case_failure(cases[LARGE_CASE], verdicts[LARGE_CASE]),
+            TORCH_STABILITY_HINT if ordinary_ok else "",
+            "finite, right loss and .grad at scores of ~1000",
+            weight=0.5,
+        )
+    )
     report.add(inputs_unchanged_item(cases, originals))
     add_notes(report, cases.values())
     return report
@@ -297,6 +350,11 @@ def _no_grad_hint(error: str) -> str:
             ". Likely mistake: the update ran outside torch.no_grad(); autograd refuses an in-place change "
             "of a leaf that requires grad while it is recording"
         )
+    if "0-dim" in error or "0-d" in error:
+        return (
+            ". Likely mistake: indexing or slicing a parameter (p[:] or p[0]); a parameter can be a 0-d "
+            "scalar tensor, so update the tensor itself: p -= lr * p.grad"
+        )
     return ""
 
 
@@ -396,7 +454,8 @@ def grade_sgd_step(evidence: Evidence) -> Report:
         g1 = sgd_gradients(data["params"], coefs)
         report.add(
             Item.from_verdicts(
-                "one step", _step_verdicts("after one step,", after1, data["params"], g1, lr, [None] * 3)
+                "one step",
+                _step_verdicts("after one step,", after1, data["params"], g1, lr, [None] * len(SGD_SHAPES)),
             )
         )
     error = _step_error(steps, 1)

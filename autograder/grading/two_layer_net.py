@@ -161,7 +161,7 @@ def _special_item(kind: str, record: dict[str, Any], verdicts: list[Verdict], or
     return stability_item(
         f"stable at {SPECIAL_CASE[kind]}",
         [record],
-        _first_failure(verdicts),
+        first_failure(verdicts),
         f" {STABILITY_HINT[kind]}" if ordinary_ok else "",
         "finite, right values and no overflow warning at |x| up to 800",
     )
@@ -267,7 +267,7 @@ def _softmax_verdicts(record: dict[str, Any], data: dict[str, np.ndarray]) -> li
 
 
 def stability_item(
-    name: str, records: list[dict[str, Any]], failure: str | None, hint: str, passed: str
+    name: str, records: list[dict[str, Any]], failure: str | None, hint: str, passed: str, weight: float = 1.0
 ) -> Item:
     """The item of a case that only a stable formula gets right: sunk by an error, a wrong value
     (``failure``, its message) or a floating-point warning. ``hint`` says how to be stable; it is
@@ -275,17 +275,18 @@ def stability_item(
     and it is not repeated when the failure already names a stability mistake."""
     for record in records:
         if record["error"]:
-            return Item(name, False, record["error"], 1.0)
+            return Item(name, False, record["error"], weight)
     if failure:
         named = any(marker in failure for marker in ("log-sum-exp", "row's maximum"))
-        return Item(name, False, failure + ("" if named else hint), 1.0)
+        return Item(name, False, failure + ("" if named else hint), weight)
     warned = [note for record in records for note in _fp_warnings(record)]
     if warned:
-        return Item(name, False, f"right values, but {warned[0]}.{hint}", 1.0)
-    return Item(name, True, passed, 1.0)
+        return Item(name, False, f"right values, but {warned[0]}.{hint}", weight)
+    return Item(name, True, passed, weight)
 
 
-def _first_failure(verdicts: list[Verdict]) -> str | None:
+def first_failure(verdicts: list[Verdict]) -> str | None:
+    """The message of the first verdict that failed, or None when all passed."""
     return next((v.message() for v in verdicts if not v.ok), None)
 
 
@@ -307,7 +308,7 @@ def grade_softmax_cross_entropy(evidence: Evidence) -> Report:
         stability_item(
             "large logits (|s| ~ 1000)",
             [cases[large]],
-            _first_failure(verdicts[large]),
+            first_failure(verdicts[large]),
             LOG_SUM_EXP_HINT if ordinary_ok else "",
             "finite, right loss and dscores with no floating-point warning",
         )
@@ -476,7 +477,7 @@ def _whole_case_item(
     for label, case in cases.items():
         prefix = f"{label}: " if len(cases) > 1 else ""
         problem = _case_problem(case, verdicts[label])
-        failure = problem or _first_failure(list(verdicts[label].values()))
+        failure = problem or first_failure(list(verdicts[label].values()))
         if failure:
             return Item(name, False, prefix + failure, weight)
     return Item.from_verdicts(name, [v for label in cases for v in verdicts[label].values()], weight)
@@ -513,7 +514,7 @@ def grade_two_layer_net(evidence: Evidence) -> Report:
         stability_item(
             LARGE_CASE,
             list(large.values()),
-            _case_problem(large, verdicts[LARGE_CASE]) or _first_failure(list(verdicts[LARGE_CASE].values())),
+            _case_problem(large, verdicts[LARGE_CASE]) or first_failure(list(verdicts[LARGE_CASE].values())),
             LOG_SUM_EXP_HINT if ordinary_ok else "",
             "finite, right loss and gradients with no floating-point warning",
         )
