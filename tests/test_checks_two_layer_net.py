@@ -3,6 +3,8 @@ points, with feedback that names the mistake, to realistic wrong answers."""
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 from check_helpers import blank, failed, grade, item, solution_cells
@@ -62,24 +64,6 @@ def _net(
             grads["b1"] = grads["b1"] + 2 * factor * reg * b1
             grads["b2"] = grads["b2"] + 2 * factor * reg * b2
     return loss, grads
-
-
-def _train(X, y, *, net=two_layer_net, hidden=100, lr=1.0, reg=1e-3, steps=500, seed=0):
-    rng = np.random.default_rng(seed)
-    d, c = X.shape[1], int(y.max()) + 1
-    params = {
-        "W1": rng.standard_normal((hidden, d)) * np.sqrt(2.0 / d),
-        "b1": np.zeros(hidden),
-        "W2": rng.standard_normal((c, hidden)) * np.sqrt(1.0 / hidden),
-        "b2": np.zeros(c),
-    }
-    losses = []
-    for _ in range(steps):
-        loss, grads = net(params, X, y, reg=reg)
-        losses.append(float(loss))
-        for k in params:
-            params[k] -= lr * grads[k]
-    return params, losses
 
 
 ACTIVATIONS = {
@@ -541,11 +525,11 @@ def test_net_parameters_leave_some_relu_units_inactive():
 
 
 def train_too_few_steps(X, y, seed=0):
-    return _train(X, y, steps=30, seed=seed)
+    return train_two_layer_net(X, y, steps=30, seed=seed)
 
 
 def train_gradient_ascent(X, y, seed=0):
-    return _train(X, y, lr=-1.0, steps=200, seed=seed)
+    return train_two_layer_net(X, y, lr=-1.0, steps=200, seed=seed)
 
 
 def train_linear_model(X, y, seed=0, lr=1.0, steps=500):
@@ -571,17 +555,20 @@ def train_linear_model(X, y, seed=0, lr=1.0, steps=500):
 
 
 def train_returns_tuple_params(X, y, seed=0):
-    params, losses = _train(X, y, seed=seed)
+    params, losses = train_two_layer_net(X, y, seed=seed)
     return tuple(params.values()), losses
 
 
 def train_float32(X, y, seed=0):
-    params, losses = _train(X, y, seed=seed)
+    params, losses = train_two_layer_net(X, y, seed=seed)
     return {k: v.astype(np.float32) for k, v in params.items()}, losses
 
 
 def train_with_blank_net(X, y, seed=0):
-    return _train(X, y, net=blank_two_layer_net, seed=seed)
+    # the solution's training loop, calling a network that is still a stub
+    namespace = {**SOLUTION, "two_layer_net": blank_two_layer_net}
+    loop = types.FunctionType(train_two_layer_net.__code__, namespace, None, train_two_layer_net.__defaults__)
+    return loop(X, y, seed=seed)
 
 
 def blank_two_layer_net(params, X, y=None, reg=0.0):
@@ -966,84 +953,93 @@ def net_elementwise_dW2(params, X, y=None, reg=0.0):
     return loss, {**result[1], "W2": dW2}
 
 
-def test_forward_returning_cache_first_is_named():
-    report = grade(checks.RELU, relu_forward_cache_out_swapped, relu_backward)
-    assert "out" in failed(report)
-    assert "return values swapped" in item(report, "out").message
+#: name: (check, learner functions, the items that must fail, the phrase each of them must show).
+NAMED_MISTAKES = {
+    "forward returns (cache, out)": (
+        checks.RELU,
+        (relu_forward_cache_out_swapped, relu_backward),
+        {"out", "size 1 (N = 1, D = 1)"},
+        "are the return values swapped?",
+    ),
+    "tanh (1 - t)**2": (
+        checks.TANH,
+        (tanh_forward, tanh_backward_square_of_difference),
+        {"dx", "size 1 (N = 1, D = 1)"},
+        "(1 - t)**2 where 1 - t**2 belongs",
+    ),
+    "tanh applied twice": (
+        checks.TANH,
+        (tanh_forward, tanh_backward_tanh_twice),
+        {"dx", "size 1 (N = 1, D = 1)"},
+        "tanh is applied twice",
+    ),
+    "relu mask from dout": (
+        checks.RELU,
+        (relu_forward, relu_backward_mask_from_dout),
+        {"dx", "size 1 (N = 1, D = 1)"},
+        "computed from dout",
+    ),
+    "relu backward with @": (
+        checks.RELU,
+        (relu_forward, relu_backward_matmul),
+        {"dx", "size 1 (N = 1, D = 1)"},
+        "a matrix product (@ or np.dot) where the elementwise product (*) belongs",
+    ),
+    "softmax returns (dscores, loss)": (
+        checks.SOFTMAX_CROSS_ENTROPY,
+        (softmax_swapped,),
+        {"loss", "dscores"},
+        "the return values are swapped: this is",
+    ),
+    "net returns (grads, loss)": (
+        checks.TWO_LAYER_NET,
+        (net_returns_grads_first,),
+        {"loss", "grads['W1']", "grads keys", "reg > 0"},
+        "the return values are swapped",
+    ),
+    "net ReLU mask from the upstream gradient": (
+        checks.TWO_LAYER_NET,
+        (net_mask_from_upstream,),
+        {"grads['W1']", "grads['b1']"},
+        "taken from the upstream gradient",
+    ),
+    "net dW2 from z": (
+        checks.TWO_LAYER_NET,
+        (net_dW2_from_z,),
+        {"grads['W2']"},
+        "computed from z, before the ReLU",
+    ),
+    "net W as (in, out)": (
+        checks.TWO_LAYER_NET,
+        (net_weights_as_in_out,),
+        {"scores", "loss", "grads['W1']"},
+        "a weight used as (in, out)?",
+    ),
+    "net * where @ belongs": (
+        checks.TWO_LAYER_NET,
+        (net_elementwise_dW2,),
+        {"grads['W2']"},
+        "an elementwise product (*) of a (3, 5) and a (5, 6) array where a matrix product (@) belongs",
+    ),
+}
 
 
-def test_tanh_square_of_the_difference_is_named():
-    report = grade(checks.TANH, tanh_forward, tanh_backward_square_of_difference)
-    assert report.score <= 0.5
-    assert "(1 - t)**2 where 1 - t**2 belongs" in item(report, "dx").message
+@pytest.mark.parametrize("name", list(NAMED_MISTAKES))
+def test_each_mistake_loses_points_and_its_feedback_names_it(name):
+    check, learner, items, phrase = NAMED_MISTAKES[name]
+    report = grade(check, *learner)
+    assert report.score < check.points
+    assert items <= failed(report)
+    for failing in items:
+        assert phrase in item(report, failing).message, item(report, failing).message
 
 
-def test_tanh_applied_twice_is_named():
-    report = grade(checks.TANH, tanh_forward, tanh_backward_tanh_twice)
-    assert report.score < 1
-    assert "tanh is applied twice" in item(report, "dx").message
-
-
-def test_relu_mask_from_dout_is_named_in_every_case():
-    report = grade(checks.RELU, relu_forward, relu_backward_mask_from_dout)
-    assert {"dx", "size 1 (N = 1, D = 1)", "gradient 0 at x == 0"} <= failed(report)
-    for name in ("dx", "size 1 (N = 1, D = 1)"):
-        assert "computed from dout" in item(report, name).message
-
-
-def test_activation_backward_with_a_matrix_product_is_named():
-    report = grade(checks.RELU, relu_forward, relu_backward_matmul)
-    assert "dx" in failed(report) and "out" not in failed(report)
-    assert (
-        "a matrix product (@ or np.dot) where the elementwise product (*) belongs"
-        in item(report, "dx").message
-    )
-
-
-def test_softmax_swapped_returns_are_named():
-    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_swapped)
-    assert failed(report) == {"loss", "dscores", "N = 1", "large logits (|s| ~ 1000)"}
-    assert "swapped: this is dscores" in item(report, "loss").message
-    assert "swapped: this is the loss" in item(report, "dscores").message
-
-
-def test_net_swapped_returns_are_named():
-    report = grade(checks.TWO_LAYER_NET, net_returns_grads_first)
-    assert {"loss", "grads['W1']", "grads keys", "reg > 0"} <= failed(report)
-    assert "scores" not in failed(report)
-    for name in ("loss", "grads['W1']", "grads keys", "reg > 0"):
-        assert "return values are swapped" in item(report, name).message
-
-
-def test_net_relu_mask_from_the_upstream_gradient_is_named():
-    report = grade(checks.TWO_LAYER_NET, net_mask_from_upstream)
-    assert {"grads['W1']", "grads['b1']"} <= failed(report)
-    assert "taken from the upstream gradient" in item(report, "grads['W1']").message
-
-
-def test_net_dW2_from_z_is_named():
-    report = grade(checks.TWO_LAYER_NET, net_dW2_from_z)
-    assert "grads['W2']" in failed(report)
-    assert "computed from z, before the ReLU" in item(report, "grads['W2']").message
-
-
-def test_net_using_weights_as_in_out_is_named():
-    report = grade(checks.TWO_LAYER_NET, net_weights_as_in_out)
-    assert report.score == 0.0
-    for name in ("scores", "loss", "grads['W1']"):
-        message = item(report, name).message
-        assert "matmul" in message  # numpy's own error is kept
-        assert "a weight used as (in, out)?" in message and "x @ W.T + b" in message
-
-
-def test_net_elementwise_product_for_a_matrix_product_is_named():
-    report = grade(checks.TWO_LAYER_NET, net_elementwise_dW2)
-    assert "grads['W2']" in failed(report) and "scores" not in failed(report)
-    message = item(report, "grads['W2']").message
-    assert (
-        "an elementwise product (*) of a (3, 5) and a (5, 6) array where a matrix product (@) belongs"
-        in message
-    )
+def test_named_mistakes_leave_the_right_parts_alone():
+    assert "out" not in failed(grade(checks.RELU, relu_forward, relu_backward_matmul))
+    assert "scores" not in failed(grade(checks.TWO_LAYER_NET, net_elementwise_dW2))
+    assert "scores" not in failed(grade(checks.TWO_LAYER_NET, net_returns_grads_first))
+    # numpy's own error is kept beside the diagnosis
+    assert "matmul" in item(grade(checks.TWO_LAYER_NET, net_weights_as_in_out), "loss").message
 
 
 def test_shape_error_hints_stay_silent_for_other_errors():
