@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -385,58 +386,47 @@ def _step_verdicts(
     return verdicts
 
 
-def _grads_cleared_item(steps: list[dict[str, Any]]) -> Item:
-    name = "grads cleared"
-    if _step_error(steps, 0):
-        return Item(name, False, _step_error(steps, 0) or "", 0.5)
-    # the facts of every step that ran come first: they say more than a later error does
-    for step, record in enumerate(steps):
-        for i, fact in enumerate(record.get("after", [])):
-            grad = fact["grad"]
-            if grad is None:
-                continue
-            if not isinstance(grad, np.ndarray) or np.any(grad):
-                return Item(
-                    name,
-                    False,
-                    f"after step {step + 1}, params[{i}].grad still holds a gradient: clear it after the "
-                    "update (p.grad = None, or p.grad.zero_()), or the next backward adds to it",
-                    0.5,
-                )
-    error = _step_error(steps, 1)
+def _facts_item(
+    name: str, steps: list[dict[str, Any]], problem: Callable[[str, dict[str, Any]], str | None], passed: str
+) -> Item:
+    """An item on what each step left in the caller's tensors: the first ``problem`` found sinks it.
+
+    The facts of every step that ran come first: they say more than a later step's error does.
+    """
+    error = _step_error(steps, 0)
     if error:
         return Item(name, False, error, 0.5)
-    return Item(name, True, "every .grad is None or zero after each step", 0.5)
-
-
-def _leaves_item(steps: list[dict[str, Any]]) -> Item:
-    name = "still leaves"
-    if _step_error(steps, 0):
-        return Item(name, False, _step_error(steps, 0) or "", 0.5)
-    # the facts of every step that ran come first: they say more than a later error does
     for step, record in enumerate(steps):
         for i, fact in enumerate(record.get("after", [])):
-            where = f"after step {step + 1}, params[{i}]"
-            if not fact["requires_grad"]:
-                return Item(
-                    name,
-                    False,
-                    f"{where} no longer requires grad: the update must leave requires_grad alone "
-                    "(no requires_grad_(False), no detach_())",
-                    0.5,
-                )
-            if fact["grad_fn"] is not None or not fact["is_leaf"]:
-                return Item(
-                    name,
-                    False,
-                    f"{where} has grad_fn {fact['grad_fn']}: the update was recorded in the graph; run it "
-                    "inside torch.no_grad()",
-                    0.5,
-                )
+            found = problem(f"after step {step + 1}, params[{i}]", fact)
+            if found:
+                return Item(name, False, found, 0.5)
     error = _step_error(steps, 1)
-    if error:
-        return Item(name, False, error, 0.5)
-    return Item(name, True, "leaves with requires_grad=True and grad_fn None", 0.5)
+    return Item(name, False, error, 0.5) if error else Item(name, True, passed, 0.5)
+
+
+def _grad_left(where: str, fact: dict[str, Any]) -> str | None:
+    grad = fact["grad"]
+    if grad is not None and (not isinstance(grad, np.ndarray) or np.any(grad)):
+        return (
+            f"{where}.grad still holds a gradient: clear it after the update (p.grad = None, or "
+            "p.grad.zero_()), or the next backward adds to it"
+        )
+    return None
+
+
+def _not_a_leaf(where: str, fact: dict[str, Any]) -> str | None:
+    if not fact["requires_grad"]:
+        return (
+            f"{where} no longer requires grad: the update must leave requires_grad alone "
+            "(no requires_grad_(False), no detach_())"
+        )
+    if fact["grad_fn"] is not None or not fact["is_leaf"]:
+        return (
+            f"{where} has grad_fn {fact['grad_fn']}: the update was recorded in the graph; run it "
+            "inside torch.no_grad()"
+        )
+    return None
 
 
 @grader(SGD_STEP)
@@ -473,7 +463,9 @@ def grade_sgd_step(evidence: Evidence) -> Report:
             stale = [fact["grad"] for fact in steps[0]["after"]]
             verdicts = _step_verdicts("after the second step,", after2, after1, g2, lr, stale)
             report.add(Item.from_verdicts("two steps", verdicts))
-    report.add(_grads_cleared_item(steps))
-    report.add(_leaves_item(steps))
+    report.add(_facts_item("grads cleared", steps, _grad_left, "every .grad is None or zero after each step"))
+    report.add(
+        _facts_item("still leaves", steps, _not_a_leaf, "leaves with requires_grad=True and grad_fn None")
+    )
     add_notes(report, steps)
     return report
