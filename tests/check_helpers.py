@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from autograder import evidence as evidence_json
@@ -43,9 +44,16 @@ def solution_cells(assignment: str) -> dict[str, Any]:
 
     path = SOLUTIONS / f"{assignment}.py"
     namespace: dict[str, Any] = {"__name__": f"solutions_{assignment}"}
+    torch = sys.modules.get("torch")
+    default_dtype = torch.get_default_dtype() if torch else None
     for cell in source_notebook(path).cells:
         role = cell.metadata.get("nbgrader", {})
         runs = role.get("solution") or (role.get("locked") and not role.get("grade"))
         if cell.cell_type == "code" and runs:
             exec(compile(cell.source, f"{path.name}:{role['grade_id']}", "exec"), namespace)  # noqa: S102
+    # a set-up cell may change torch's global default dtype (notebook 03 makes it float64): that
+    # belongs to the notebook's kernel, not to this test session
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_default_dtype(default_dtype or torch.float32)
     return namespace

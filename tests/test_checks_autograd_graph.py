@@ -24,6 +24,8 @@ sgd_step = SOLUTION["sgd_step"]
 def test_the_references_are_the_solutions():
     for fn in (two_layer_loss_torch, backward_order, sgd_step):
         assert fn.__code__.co_filename.startswith("03_autograd_graph.py:"), fn
+    # the set-up cell's torch.set_default_dtype(torch.float64) did not leak into the test session
+    assert torch.get_default_dtype() == torch.float32
 
 
 def backward_order_kahn(result):
