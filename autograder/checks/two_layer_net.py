@@ -226,8 +226,9 @@ EDGE_CASE, EDGE_N = "D=1, H=1", 4
 
 #: A network whose scores are about 1000 apart (the output biases are +1000, 0 and -1000): each class
 #: is the true one of one sample, so one true class sits ~1000 and one ~2000 below its row's maximum.
-#: Its probability underflows to 0: only a log-sum-exp softmax gives the loss (~1000), as the
-#: docstring of ``two_layer_net`` asks; exp of the raw scores overflows.
+#: Its probability underflows to 0: only a log-sum-exp softmax (the notebook's stable
+#: ``softmax_cross_entropy``, which the network reuses) gives the loss (~1000); exp of the raw scores
+#: overflows.
 LARGE_CASE, LARGE_SCORE = "large scores (|s| ~ 1000)", 1000.0
 
 
@@ -271,6 +272,7 @@ def net_cases(seed: int) -> dict[str, tuple[dict[str, np.ndarray], float]]:
 
 
 def params_of(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The parameters W1, b1, W2, b2 of a case's inputs, as the ``params`` dict the network takes."""
     return {k: data[k] for k in PARAM_NAMES}
 
 
