@@ -946,6 +946,27 @@ def test_shape_error_hints_stay_silent_for_other_errors():
     # sizes that are no weight's: not a weight used the wrong way round
     assert _net_error("matmul: ... (size 5 is different from 7)") is None
     assert _activation_error("TypeError: unsupported operand") is None
+    # a sum or difference of two matrices that do not broadcast is not a product where @ belongs
+    difference = (
+        "operands could not be broadcast together with shapes (3,5) (5,6) (in f, line 3: d = a.T - h)"
+    )
+    assert _net_error("ValueError: " + difference) is None
+    assert _net_error("ValueError: " + difference.replace(" - ", " * ")) is not None
+
+
+def test_shape_errors_are_read_from_numpy_and_torch():
+    import numpy as np
+    import torch
+
+    from autograder.calling import call
+    from autograder.grading.toolkit import broadcast_shapes, product_sizes
+
+    a, b = np.ones((5, 4)), np.ones((6, 4))
+    assert product_sizes(call(lambda: a @ b, name="f").error) == (6, 4)
+    assert set(product_sizes(call(lambda: np.dot(a, b), name="f").error)) == {4, 6}
+    assert product_sizes(call(lambda: torch.tensor(a) @ torch.tensor(b), name="f").error) == (4, 6)
+    assert broadcast_shapes(call(lambda: a * b, name="f").error) == [(5, 4), (6, 4)]
+    assert product_sizes("KeyError: 'W1'") is None and broadcast_shapes(None) == []
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -89,6 +89,8 @@ _MATMUL_SIZES = (
     re.compile(r"not aligned: (\d+) \(dim \d+\) != (\d+) \(dim \d+\)"),
     re.compile(r"shapes cannot be multiplied \(\d+x(\d+) and (\d+)x\d+\)"),
 )
+#: The learner's line that raised, as :func:`autograder.calling.describe_exception` quotes it.
+_QUOTED_LINE = re.compile(r"\(in [^,]+, line \d+: (.*)\)\s*$")
 _BROADCAST_SHAPES = re.compile(r"could not be broadcast together with shapes ((?:\([\d,]*\) ?){2,})")
 
 
@@ -112,9 +114,14 @@ def broadcast_shapes(error: str | None) -> list[tuple[int, ...]]:
 
 def elementwise_for_product(error: str | None) -> str | None:
     """ "An elementwise product where a matrix product belongs", when a failed elementwise operation had
-    two matrices that a matrix product (with or without a transpose) could combine."""
+    two matrices that a matrix product (with or without a transpose) could combine, and the line that
+    raised, when the error quotes it, multiplies (a sum or difference of such matrices is another
+    mistake, and is left unnamed)."""
     shapes = broadcast_shapes(error)
     if len(shapes) != 2 or any(len(shape) != 2 for shape in shapes):
+        return None
+    quoted = _QUOTED_LINE.search(error or "")
+    if quoted and not re.search(r"(?<!\*)\*(?!\*)", quoted.group(1)):
         return None
     (a0, a1), (b0, b1) = shapes
     if a1 == b0 or a1 == b1 or a0 == b0:

@@ -294,8 +294,7 @@ def first_failure(verdicts: list[Verdict]) -> str | None:
 def grade_softmax_cross_entropy(evidence: Evidence) -> Report:
     """Grade evidence: loss (1), dscores (1), N = 1 (0.5), large logits (1), inputs unchanged (0.5)."""
     report = report_for(SOFTMAX_CROSS_ENTROPY)
-    seed = evidence["seed"]
-    cases = explain_errors(evidence["cases"], _net_error)
+    seed, cases = evidence["seed"], evidence["cases"]
     inputs = softmax_inputs(seed)
     verdicts = {label: _softmax_verdicts(cases[label], data) for label, data in inputs.items()}
     main, single, large = SOFTMAX_CASES
