@@ -221,8 +221,9 @@ def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         mistakes: dict[str, Any] = {k: v for k, v in unstable.items() if not np.isfinite(v)}
         for eps in (1e-7, 1e-8, 1e-9, 1e-10, 1e-12, 1e-15):
             mistakes[
-                f"log(p + {eps:g}): the true class's probability underflows to 0, and log(p + eps) "
-                "cannot be right; compute log p from log-sum-exp: s_y - max - log(sum(exp(s - max)))"
+                f"log(p + {eps:g}): eps shifts the log of every small probability, and where p "
+                "underflows to 0 it caps the loss at -log(eps); compute log p from log-sum-exp: "
+                "s_y - max - log(sum(exp(s - max)))"
             ] = -np.mean(np.log(p[rows, y] + eps))
         axis0 = -np.mean(np.log(p0[rows, y]))
     if np.isfinite(axis0):
