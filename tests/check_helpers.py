@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from autograder import evidence as evidence_json
@@ -33,3 +34,26 @@ def item(report: Report, name: str) -> Item:
 def failed(report: Report) -> set[str]:
     """The names of the items that did not pass."""
     return {i.name for i in report.items if not i.passed}
+
+
+def solution_cells(assignment: str) -> dict[str, Any]:
+    """The namespace left by running the set-up and answer cells of ``solutions/<assignment>.py``
+    (nothing else: no try-it cell, no test cell), so that tests take their references from the
+    course's own solutions and a changed solution is re-run against the tests' wrong answers."""
+    from autograder.build import SOLUTIONS, source_notebook
+
+    path = SOLUTIONS / f"{assignment}.py"
+    namespace: dict[str, Any] = {"__name__": f"solutions_{assignment}"}
+    torch = sys.modules.get("torch")
+    default_dtype = torch.get_default_dtype() if torch else None
+    for cell in source_notebook(path).cells:
+        role = cell.metadata.get("nbgrader", {})
+        runs = role.get("solution") or (role.get("locked") and not role.get("grade"))
+        if cell.cell_type == "code" and runs:
+            exec(compile(cell.source, f"{path.name}:{role['grade_id']}", "exec"), namespace)  # noqa: S102
+    # a set-up cell may change torch's global default dtype (notebook 03 makes it float64): that
+    # belongs to the notebook's kernel, not to this test session
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_default_dtype(default_dtype or torch.float32)
+    return namespace

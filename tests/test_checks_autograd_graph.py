@@ -6,35 +6,26 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from check_helpers import blank, failed, grade, item
+from check_helpers import blank, failed, grade, item, solution_cells
 
 from autograder.checks import autograd_graph as checks
+from autograder.grading import autograd_graph as graders
 
 # ---------------------------------------------------------------------------------------------------
-# Reference answers (the notebook's solutions)
+# Reference answers: the course's own solutions, run once, and other correct answers by hand
 # ---------------------------------------------------------------------------------------------------
 
-
-def two_layer_loss_torch(params, X, y, reg=0.0):
-    z = X @ params["W1"].T + params["b1"]
-    scores = torch.relu(z) @ params["W2"].T + params["b2"]
-    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
-    return F.cross_entropy(scores, y) + penalty
+SOLUTION = solution_cells("03_autograd_graph")
+two_layer_loss_torch = SOLUTION["two_layer_loss_torch"]
+backward_order = SOLUTION["backward_order"]
+sgd_step = SOLUTION["sgd_step"]
 
 
-def backward_order(result):
-    seen, post = set(), []
-
-    def visit(node):
-        if node is None or node in seen:
-            return
-        seen.add(node)
-        for child, _ in node.next_functions:
-            visit(child)
-        post.append(node)
-
-    visit(result.grad_fn)
-    return [type(n).__name__ for n in reversed(post)]
+def test_the_references_are_the_solutions():
+    for fn in (two_layer_loss_torch, backward_order, sgd_step):
+        assert fn.__code__.co_filename.startswith("03_autograd_graph.py:"), fn
+    # the set-up cell's torch.set_default_dtype(torch.float64) did not leak into the test session
+    assert torch.get_default_dtype() == torch.float32
 
 
 def backward_order_kahn(result):
@@ -58,14 +49,6 @@ def backward_order_kahn(result):
                 if waiting[child] == 0:
                     ready.append(child)
     return order
-
-
-def sgd_step(params, lr):
-    with torch.no_grad():
-        for p in params:
-            p -= lr * p.grad
-    for p in params:
-        p.grad = None
 
 
 def sgd_step_zero(params, lr):
@@ -190,7 +173,8 @@ def test_loss_sum_over_batch_loses_points_and_is_named():
     assert report.score < 4.0
     assert {"loss", "W1.grad", "b2.grad", "reg > 0"} <= failed(report)
     assert "N=5" in item(report, "loss").message
-    assert "N = 1" not in failed(report)  # the mean and the sum agree at N = 1: that is why N >= 3 matters
+    # the mean and the sum agree at N = 1 (that is why N >= 3 matters): the size-1 item fails on D = H = 1
+    assert item(report, "size 1 (N = 1; D = H = 1)").message.startswith("D=1, H=1: ")
 
 
 def test_loss_reg_on_biases_is_named():
@@ -237,6 +221,59 @@ def test_loss_no_relu_and_modified_input():
     assert "changed its argument X" in item(report, "inputs unchanged").message
 
 
+def loss_log_softmax_by_hand(params, X, y, reg=0.0):
+    """-log(softmax): right for ordinary scores, inf where a true class's probability underflows."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    p = torch.softmax(scores, dim=1)
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return -torch.log(p[torch.arange(len(y)), y]).mean() + penalty
+
+
+def loss_log_softmax_stable(params, X, y, reg=0.0):
+    """Also correct: log_softmax and nll_loss, PyTorch's stable pieces of cross_entropy."""
+    scores = torch.relu(F.linear(X, params["W1"], params["b1"])) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * (params["W1"].pow(2).sum() + params["W2"].pow(2).sum())
+    return F.nll_loss(F.log_softmax(scores, dim=1), y) + penalty
+
+
+def loss_squeezes_hidden(params, X, y, reg=0.0):
+    """h.squeeze(-1): a no-op for H > 1, a (N,) vector for one hidden unit."""
+    h = torch.relu(X @ params["W1"].T + params["b1"]).squeeze(-1)
+    scores = h @ params["W2"].T + params["b2"]
+    return F.cross_entropy(scores, y) + 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+
+
+def loss_weights_as_in_out(params, X, y, reg=0.0):
+    scores = torch.relu(X @ params["W1"] + params["b1"]) @ params["W2"] + params["b2"]
+    return F.cross_entropy(scores, y)
+
+
+def test_loss_from_log_softmax_by_hand_fails_only_large_scores():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_log_softmax_by_hand)
+    assert failed(report) == {"large scores (|s| ~ 1000)"}
+    message = item(report, "large scores (|s| ~ 1000)").message
+    assert "underflows to 0" in message
+    assert "axis 0" not in message and "batch" not in message
+
+
+def test_loss_from_log_softmax_and_nll_loss_gets_full_points():
+    assert grade(checks.TWO_LAYER_LOSS_TORCH, loss_log_softmax_stable, seed=2).score == 4.0
+
+
+def test_loss_squeezing_the_hidden_layer_fails_only_the_size_one_item():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_squeezes_hidden)
+    # inputs unchanged cannot pass while a case did not run
+    assert failed(report) == {"size 1 (N = 1; D = H = 1)", "inputs unchanged"}
+    assert item(report, "size 1 (N = 1; D = H = 1)").message.startswith("D=1, H=1: ")
+
+
+def test_loss_using_weights_as_in_out_is_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_weights_as_in_out)
+    assert report.score == 0.0
+    message = item(report, "loss").message
+    assert "cannot be multiplied" in message and "a weight used as (in, out)?" in message
+
+
 # ---------------------------------------------------------------------------------------------------
 # backward_order: graphs and wrong answers
 # ---------------------------------------------------------------------------------------------------
@@ -244,20 +281,20 @@ def test_loss_no_relu_and_modified_input():
 
 def test_graphs_are_what_the_notebook_says():
     for seed in (0, 7):
-        names, parents = checks.graph_structure(checks.build_graph("two-layer net", seed))
+        names, parents = graders.graph_structure(checks.build_graph("two-layer net", seed))
         assert names.count("AddmmBackward0") == 2 and names.count("AccumulateGrad") == 4
         # W1's and W2's AccumulateGrad are each fed by two nodes (the layer and the penalty)
         assert sum(len(p) == 2 for n, p in zip(names, parents, strict=True) if n == "AccumulateGrad") == 2
-        names, parents = checks.graph_structure(checks.build_graph("diamond", seed))
+        names, parents = graders.graph_structure(checks.build_graph("diamond", seed))
         assert max(len(p) for p in parents) == 3
-    chains = {tuple(checks.graph_structure(checks.build_graph("chain", s))[0]) for s in range(4)}
+    chains = {tuple(graders.graph_structure(checks.build_graph("chain", s))[0]) for s in range(4)}
     assert len(chains) > 1  # the seed changes the operations
 
 
 def test_every_valid_order_is_accepted():
     # the engine's own execution order, recorded with hooks, is valid; so is the Kahn order
     result = checks.build_graph("two-layer net", 3)
-    names, parents = checks.graph_structure(result)
+    names, parents = graders.graph_structure(result)
     seen, nodes, stack = set(), [], [result.grad_fn]
     while stack:
         node = stack.pop()
@@ -270,9 +307,9 @@ def test_every_valid_order_is_accepted():
     for node in nodes:
         node.register_prehook(lambda grads, node=node: ran.append(type(node).__name__))
     result.backward()
-    assert checks.order_problem(ran, names, parents) is None
+    assert graders.order_problem(ran, names, parents) is None
     assert (
-        checks.order_problem(backward_order_kahn(checks.build_graph("two-layer net", 3)), names, parents)
+        graders.order_problem(backward_order_kahn(checks.build_graph("two-layer net", 3)), names, parents)
         is None
     )
     assert backward_order_kahn(checks.build_graph("diamond", 0)) != backward_order(
@@ -465,3 +502,18 @@ def test_sgd_sign_and_detach():
     report = grade(checks.SGD_STEP, sgd_detaches)
     assert "still leaves" in failed(report) and report.score < 3.0
     assert "no longer requires grad" in item(report, "still leaves").message
+
+
+def sgd_step_slicing(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p[:] -= lr * p.grad
+    for p in params:
+        p.grad = None
+
+
+def test_sgd_covers_a_scalar_parameter_and_names_slicing():
+    assert () in checks.SGD_SHAPES
+    report = grade(checks.SGD_STEP, sgd_step_slicing)
+    assert report.score == 0.0
+    assert "a parameter can be a 0-d scalar tensor" in item(report, "one step").message
