@@ -38,3 +38,21 @@ def test_every_declared_check_is_graded_used_and_has_an_entry_point() -> None:
     assert used == set(checks), f"declared but never used: {set(checks) - used}"
     entry_points = {name.removeprefix("check_") for names in ENTRY_POINTS.values() for name in names}
     assert entry_points == set(checks)
+
+
+def test_a_learners_copy_under_another_name_is_told_apart_by_its_cells(tmp_path) -> None:
+    import shutil
+
+    import nbformat
+
+    from autograder.build import NOTEBOOKS
+    from autograder.engine.pipeline import _assignment_by_cells
+
+    for a in COURSE:
+        copy = tmp_path / "mywork.ipynb"
+        shutil.copyfile(NOTEBOOKS / a.notebook, copy)
+        assert _assignment_by_cells(copy, COURSE).name == a.name
+    empty = tmp_path / "empty.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), empty)
+    with pytest.raises(SystemExit, match="name it after one of"):
+        _assignment_by_cells(empty, COURSE)

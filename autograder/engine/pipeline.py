@@ -237,27 +237,43 @@ def report_course(
     return outputs.write_report(root, db, out or root / "grading", by_name)
 
 
+def _assignment_by_cells(path: Path, course: list[Assignment]) -> Assignment:
+    """The assignment whose answer and test cells the notebook has the most of (every notebook has a
+    set-up cell: it tells none apart); a clear error when none or several fit equally."""
+    from autograder.build import source_notebook
+
+    nb = nbformat.read(path, as_version=4)
+    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None, "setup"}
+    overlap = {
+        a.name: len(
+            ids & {c.metadata.get("nbgrader", {}).get("grade_id") for c in source_notebook(a.source).cells}
+        )
+        for a in course
+    }
+    best = max(overlap.values(), default=0)
+    fits = [a for a in course if overlap[a.name] == best]
+    if best == 0 or len(fits) > 1:
+        names = ", ".join(a.notebook for a in course)
+        raise SystemExit(
+            f"{path} does not tell which notebook of the course it is: name it after one of {names}"
+        )
+    return fits[0]
+
+
 def check_notebook(path: Path, solutions: Path = SOLUTIONS, use_jail: bool | None = None) -> Outcome:
     """Grade one learner's notebook with the tests they can see (not the hidden ones); return the outcome.
 
     The assignment is the one whose name the file name contains, or else the one whose answer
     cells the notebook has.
     """
-    from autograder.build import assignments, source_notebook
+    from autograder.build import assignments
 
     course = assignments(solutions)
-    matches = [a for a in course if a.name in path.name]
-    if not matches:
-        nb = nbformat.read(path, as_version=4)
-        ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells}
-        matches = [
-            a
-            for a in course
-            if ids & {c.metadata.get("nbgrader", {}).get("grade_id") for c in source_notebook(a.source).cells}
-        ]
-    if not matches:
-        raise SystemExit(f"{path} is not a notebook of this course")
-    a = max(matches, key=lambda m: len(m.name))
+    named = [a for a in course if a.name in path.name]
+    if named:
+        a = max(named, key=lambda m: len(m.name))
+    else:
+        a = _assignment_by_cells(path, course)
     root = Path(tempfile.mkdtemp(prefix="check-"))
     try:
         ensure_course(root, solutions, only=[a.name])

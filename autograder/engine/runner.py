@@ -174,6 +174,11 @@ def _cell_event(
     return event
 
 
+def _kernel_alive(km: AsyncKernelManager) -> bool:
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    return process is not None and process.poll() is None
+
+
 def _kernel_exit(km: AsyncKernelManager) -> str:
     process = getattr(getattr(km, "provisioner", None), "process", None)
     code = process.poll() if process is not None else None
@@ -245,10 +250,12 @@ def _execute(
             status = "timeout"
         except DeadKernelError:
             status = "dead"
-        if client.output_exceeded or client.refused_oversized():
-            status = "output_limit"
-        elif client.bad_message:
+        if client.bad_message:
             status = "bad_message"
+        elif client.output_exceeded or (client.refused_oversized() and _kernel_alive(client.km)):
+            # A dropped connection means an oversized message only while the kernel lives: a dying
+            # kernel drops it too.
+            status = "output_limit"
         if status == "timeout" and client.timeout >= cell_timeout and _interrupted(client):
             status = "interrupted"
         seconds = time.monotonic() - began

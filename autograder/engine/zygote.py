@@ -91,6 +91,10 @@ def _child(request: dict, fds: list[int], lock: int | None) -> None:
             from autograder.engine.jail import enter
 
             enter(request["jail"])
+            # The engine's own modules were imported here, before the fork: the learner's kernel
+            # must not find them already loaded, since its jail holds no such files.
+            for name in [m for m in sys.modules if m == "autograder" or m.startswith("autograder.")]:
+                del sys.modules[name]
         else:
             os.chdir(request["cwd"])
         signal.signal(signal.SIGINT, signal.default_int_handler)
