@@ -409,7 +409,8 @@ def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
             notes.append(f"adjusted by the instructor to {f.raw_score:g} (automatic score {o.score:g})")
         if f.late_penalty:
             notes.append(f"late penalty of {f.late_penalty:g} points")
-        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes)))
+        name = " ".join(x for x in (f.first_name, f.last_name) if x) or o.name
+        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes), name=name))
     return result
 
 
