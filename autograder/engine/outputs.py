@@ -410,7 +410,8 @@ def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
         if f.late_penalty:
             notes.append(f"late penalty of {f.late_penalty:g} points")
         name = " ".join(x for x in (f.first_name, f.last_name) if x) or o.name
-        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes), name=name))
+        late = o.late or f.seconds_late > 0  # the LMS's flag, or the submission time after the due date
+        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes), name=name, late=late))
     return result
 
 
