@@ -346,6 +346,10 @@ def table(outcomes: list[Outcome]) -> str:
 # -- the course's record and its report -------------------------------------------------------------
 
 
+#: The roster of the last run that gave one, kept in ``<course>/autograder/`` for ``report``.
+ROSTER_COPY = "roster.csv"
+
+
 def load_outcomes(root: Path) -> list[Outcome]:
     """Every stored outcome of the course (all assignments, all runs), by assignment and student."""
     found = []
@@ -524,6 +528,17 @@ def write_report(
         for f in [finals.get((o.student, o.assignment))]
         if f is not None
     }
+    roster = root / "autograder" / ROSTER_COPY
+    if roster.exists():  # the SIS ids and sections Canvas's import file carries come from the roster
+        from autograder.engine.roster import RosterError, load_roster
+
+        try:
+            for student, p in load_roster(roster).people.items():
+                people.setdefault(student, {}).update(
+                    sis_user_id=p.sis_user_id, sis_login_id=p.sis_login_id, section=p.section
+                )
+        except RosterError as exc:
+            warnings.append(f"the course's roster could not be read again ({exc})")
     if any(f.student.startswith("canvas-") for f in graded_finals):
         files["canvas"] = out / "canvas_import.csv"
         lms.write_canvas_import(files["canvas"], graded_finals, people)
