@@ -64,6 +64,10 @@ def _grade(args: argparse.Namespace) -> int:
     except (GradebookError, RosterError) as exc:
         print(f"error: {exc}. Nothing was graded.", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # before grading started (building the course, reading the export) or while writing outputs
+        print("\nInterrupted. Run the same command again: what was graded is kept.", file=sys.stderr)
+        return 130
     print(outputs.table(result.outcomes))
     for r in result.rejected:
         if not r.other_assignment:

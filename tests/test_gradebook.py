@@ -231,12 +231,12 @@ def test_a_manual_score_reaches_every_output_and_survives_a_regrade(course, tmp_
     canvas = list(csv.reader((root / "grading" / "canvas_import.csv").open(encoding="utf-8")))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", TINY, "Final Points"]
     assert canvas[1][0] == "Points Possible" and canvas[1][5] == "7"
-    assert [(r[0], r[1], r[5], r[6]) for r in canvas[2:]] == [
-        ("Wang, Wei", "101", "7", "7"),
-        ("Wang, Wei", "102", "7", "7"),
-        ("Smith-Jones, Anna", "103", "7", "7"),
-        ("Müller, Jürgen", "104", "7", "7"),
-        ("Lee, Late", "105", "0", "0"),
+    assert canvas[2:] == [
+        ["Wang, Wei", "101", "S101", "wwang1@uni.example", "Section A", "7", "7"],
+        ["Wang, Wei", "102", "S102", "wwang2@uni.example", "Section B", "7", "7"],
+        ["Smith-Jones, Anna", "103", "S103", "asj@uni.example", "Section A", "7", "7"],
+        ["Müller, Jürgen", "104", "S104", "jm@uni.example", "Section A", "7", "7"],
+        ["Lee, Late", "105", "S105", "ll@uni.example", "Section B", "0", "0"],
     ]
     page = (root / "feedback" / "canvas-102" / TINY / f"{TINY}.html").read_text(encoding="utf-8")
     assert "Score: 7 / 7" in page and "Adjusted by the instructor to 7" in page

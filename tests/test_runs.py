@@ -185,5 +185,5 @@ def test_the_report_command_rewrites_the_outputs_without_grading(notebooks, tmp_
         gb.db.commit()
     assert main(["report", "--course", str(root), "--solutions", str(FIXTURE)]) == 0
     rows = (root / "grading" / "grades.csv").read_text().splitlines()
-    assert rows[1].startswith("ada,,ada,01_tiny,4,7,7,adjusted by the instructor to 4 (automatic score 7)")
+    assert rows[1].startswith("ada,ada,ada,01_tiny,4,7,7,adjusted by the instructor to 4 (automatic score 7)")
     assert "Score: 4 / 7" in (root / "feedback" / "ada" / TINY / f"{TINY}.html").read_text()

@@ -349,6 +349,10 @@ def table(outcomes: list[Outcome]) -> str:
 # -- the course's record and its report -------------------------------------------------------------
 
 
+#: The roster of the last run that gave one, kept in ``<course>/autograder/`` for ``report``.
+ROSTER_COPY = "roster.csv"
+
+
 def load_outcomes(root: Path) -> list[Outcome]:
     """Every stored outcome of the course (all assignments, all runs), by assignment and student."""
     found = []
@@ -412,7 +416,9 @@ def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
             notes.append(f"adjusted by the instructor to {f.raw_score:g} (automatic score {o.score:g})")
         if f.late_penalty:
             notes.append(f"late penalty of {f.late_penalty:g} points")
-        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes)))
+        name = " ".join(x for x in (f.first_name, f.last_name) if x) or o.name
+        late = o.late or f.seconds_late > 0  # the LMS's flag, or the submission time after the due date
+        result.append(replace(o, score=round(f.score, 6), adjustment="; ".join(notes), name=name, late=late))
     return result
 
 
@@ -525,6 +531,17 @@ def write_report(
         for f in [finals.get((o.student, o.assignment))]
         if f is not None
     }
+    roster = root / "autograder" / ROSTER_COPY
+    if roster.exists():  # the SIS ids and sections Canvas's import file carries come from the roster
+        from autograder.engine.roster import RosterError, load_roster
+
+        try:
+            for student, p in load_roster(roster).people.items():
+                people.setdefault(student, {}).update(
+                    sis_user_id=p.sis_user_id, sis_login_id=p.sis_login_id, section=p.section
+                )
+        except RosterError as exc:
+            warnings.append(f"the course's roster could not be read again ({exc})")
     if any(f.student.startswith("canvas-") for f in graded_finals):
         files["canvas"] = out / "canvas_import.csv"
         lms.write_canvas_import(files["canvas"], graded_finals, people)

@@ -112,6 +112,9 @@ def grade_class(
         root.mkdir(parents=True, exist_ok=True)
     db = gradebook.check_database(db_url or f"sqlite:///{root / 'gradebook.db'}")
     people = load_roster(roster) if roster else None
+    if roster:
+        (root / "autograder").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(roster, root / "autograder" / outputs.ROSTER_COPY)
     course = ensure_course(root, solutions, db)
     by_name = {a.name: a for a in course}
     if assignment != "all" and assignment not in by_name:
