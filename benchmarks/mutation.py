@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 import tokenize
+import types
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 WORK = ROOT / "build" / "mutation"
 RESULTS = WORK / "results.json"
+BASELINE = ROOT / "tests" / "diagnosis_baseline.json"
 
 PRAGMA = "  # pragma: no mutate"
 
@@ -413,51 +415,122 @@ def collect_results(exercise: Exercise, where: Path) -> list[MutantResult]:
     return results
 
 
-def summarise(results: dict[str, list[dict]]) -> list[dict]:
-    """Per test cell: mutants, killed (timeouts included), kill rate, diagnosed, diagnosis rate."""
+_CRASH = re.compile(r" raised [A-Za-z_.]+(Error|Exception|Interrupt|Exit)\b|: not checked: ")
+
+
+def crashed(messages: list[str]) -> bool:
+    """True when every failing item failed because the learner's code raised, or was not run."""
+    return bool(messages) and all(_CRASH.search(m) for m in messages)
+
+
+def summarise(results: dict[str, list[dict]], wrong: dict[str, dict] | None = None) -> list[dict]:
+    """Per test cell: mutants, killed (timeouts included), those killed by a verdict (with feedback),
+    those among them that ran and returned wrong values (no crash), and how many of each the
+    feedback diagnoses; with the check tests' own wrong implementations when ``wrong`` is given."""
     rows = []
     for stem, mutants in results.items():
-        cells = sorted({m["cell"] for m in mutants}, key=lambda c: [m["cell"] for m in mutants].index(c))
-        for cell in cells:
+        for cell in dict.fromkeys(m["cell"] for m in mutants):
             mine = [m for m in mutants if m["cell"] == cell and m["status"] != "no tests"]
             killed = [m for m in mine if m["status"] in ("killed", "timeout", "segfault")]
             judged = [m for m in mine if m["diagnosed"] is not None]
-            diagnosed = [m for m in judged if m["diagnosed"]]
-            rows.append(
-                {
-                    "notebook": stem,
-                    "check": cell,
-                    "mutants": len(mine),
-                    "killed": len(killed),
-                    "survived": len(mine) - len(killed),
-                    "judged": len(judged),
-                    "diagnosed": len(diagnosed),
-                }
-            )
+            ran = [m for m in judged if not crashed(m["failing"])]
+            row = {
+                "notebook": stem,
+                "check": cell,
+                "mutants": len(mine),
+                "killed": len(killed),
+                "survived": len(mine) - len(killed),
+                "judged": len(judged),
+                "diagnosed": sum(m["diagnosed"] for m in judged),
+                "ran": len(ran),
+                "ran_diagnosed": sum(m["diagnosed"] for m in ran),
+            }
+            if wrong is not None:
+                found = wrong.get(cell.removeprefix("test_"), {"wrong": 0, "diagnosed": 0})
+                row["tests_wrong"], row["tests_diagnosed"] = found["wrong"], found["diagnosed"]
+            rows.append(row)
     return rows
 
 
+def _rate(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "-"
+
+
 def markdown(rows: list[dict]) -> str:
-    lines = [
-        "| notebook | check | mutants | killed | kill rate | diagnosed / killed by a verdict "
-        "| diagnosis rate |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        kill = f"{r['killed'] / r['mutants']:.0%}" if r["mutants"] else "-"
-        diag = f"{r['diagnosed'] / r['judged']:.0%}" if r["judged"] else "-"
-        lines.append(
-            f"| {r['notebook'][:2]} | {r['check'].removeprefix('test_')} | {r['mutants']} "
-            f"| {r['killed']} | {kill} | {r['diagnosed']} / {r['judged']} | {diag} |"
+    """The per-check table: kill rate, diagnosis rate over killed mutants and over those that ran."""
+    tests = rows and "tests_wrong" in rows[0]
+    head = (
+        "| nb | check | mutants | kill rate | diagnosed / killed | of those that ran "
+        + ("| tests' wrong implementations diagnosed " if tests else "")
+        + "|"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    keys = ["mutants", "killed", "judged", "diagnosed", "ran", "ran_diagnosed"]
+    keys += ["tests_wrong", "tests_diagnosed"] if tests else []
+    total = {k: sum(r[k] for r in rows) for k in keys}
+    for r in [*rows, {"notebook": "all", "check": "", **total}]:
+        line = (
+            f"| {r['notebook'].split('_')[0]} | {r['check'].removeprefix('test_')} | {r['mutants']} "
+            f"| {r['killed']} ({_rate(r['killed'], r['mutants'])}) "
+            f"| {r['diagnosed']} / {r['judged']} ({_rate(r['diagnosed'], r['judged'])}) "
+            f"| {r['ran_diagnosed']} / {r['ran']} ({_rate(r['ran_diagnosed'], r['ran'])}) |"
         )
-    total = {k: sum(r[k] for r in rows) for k in ("mutants", "killed", "judged", "diagnosed")}
-    if total["mutants"]:
-        lines.append(
-            f"| all | | {total['mutants']} | {total['killed']} | {total['killed'] / total['mutants']:.0%} "
-            f"| {total['diagnosed']} / {total['judged']} | "
-            + (f"{total['diagnosed'] / total['judged']:.0%} |" if total["judged"] else "- |")
-        )
+        if tests:
+            rate = _rate(r["tests_diagnosed"], r["tests_wrong"])
+            line += f" {r['tests_diagnosed']} / {r['tests_wrong']} ({rate}) |"
+        lines.append(line)
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the tests' wrong code
+
+
+def measure_wrong_implementations() -> dict[str, dict[str, int]]:
+    """Per check: how many of the check tests' own wrong implementations lose points, and how many
+    of those get feedback that names the mistake.
+
+    Runs ``tests/test_checks_*.py`` in this process with every grade recorded. A wrong
+    implementation is a (test, check) pair whose first report loses points; blanks (an untouched
+    stub raising NotImplementedError) are not wrong implementations and are left out.
+    """
+    import pytest
+
+    import autograder.grading as grading
+
+    first: dict[tuple[str, str], list[str]] = {}
+    current = {"test": ""}
+    original = grading.grade
+
+    def recording_grade(check, evidence):
+        report = original(check, evidence)
+        name = check if isinstance(check, str) else check.name
+        if report.score < report.points:
+            failing = [f"{i.name}: {i.message}" for i in report.items if not i.passed]
+            first.setdefault((current["test"], name), failing)
+        return report
+
+    class Recorder:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_call(self, item):
+            current["test"] = item.nodeid
+            return (yield)
+
+    grading.grade = recording_grade
+    try:
+        files = sorted(str(p) for p in (ROOT / "tests").glob("test_checks_*.py"))
+        code = pytest.main([*files, "-q", "-p", "no:cacheprovider", "-x"], plugins=[Recorder()])
+    finally:
+        grading.grade = original
+    if code != 0:
+        raise RuntimeError(f"the check tests failed (pytest exit code {code})")
+    counts: dict[str, dict[str, int]] = {}
+    for (_, check), failing in first.items():
+        if all("NotImplementedError" in m for m in failing):
+            continue
+        entry = counts.setdefault(check, {"wrong": 0, "diagnosed": 0})
+        entry["wrong"] += 1
+        entry["diagnosed"] += names_mistake(failing)
+    return counts
 
 
 def survivors(results: dict[str, list[dict]]) -> str:
@@ -472,11 +545,136 @@ def survivors(results: dict[str, list[dict]]) -> str:
     return "\n".join(out)
 
 
+# ----------------------------------------------------------------------------- a fixed sample, in-process
+
+
+def patch_from_diff(diff: str) -> tuple[str, str]:
+    """The (old, new) text of a one-hunk ``mutmut show`` diff: the hunk's lines before and after."""
+    old, new, in_hunk = [], [], False
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            if in_hunk:
+                raise ValueError("more than one hunk")
+            in_hunk = True
+        elif in_hunk and line.startswith(("-", " ", "+")) or (in_hunk and line == ""):
+            text = line[1:]
+            if not line.startswith("+"):
+                old.append(text)
+            if not line.startswith("-"):
+                new.append(text)
+    return "\n".join(old) + "\n", "\n".join(new) + "\n"
+
+
+def apply_patch(module: str, old: str, new: str) -> str:
+    """``module`` with the one occurrence of ``old`` replaced by ``new``."""
+    count = module.count(old)
+    if count != 1:
+        raise LookupError(
+            f"the mutated lines occur {count} times in the solution (once expected): the solutions "
+            "changed since the baseline was written; rewrite it with benchmarks/mutation.py --baseline"
+        )
+    return module.replace(old, new)
+
+
+def load_module(source: str, name: str) -> types.ModuleType:
+    """Execute a generated exercise module's source as a fresh module."""
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our own solutions
+    return module
+
+
+def grade_cell(module: types.ModuleType, cell: TestCell) -> list[str] | None:
+    """Run a test cell's checks on ``module``; the failing items' messages of the first call that
+    loses points, or None when every call earns full points."""
+    from autograder import evidence as evidence_json
+    from autograder.checks import CHECKS, all_checks
+    from autograder.grading import grade
+
+    all_checks()
+    for call in cell.calls:
+        check = CHECKS[call.check]
+        evidence = check.collect(*(getattr(module, a) for a in call.args), seed=call.seed)
+        report = grade(check, evidence_json.loads(evidence_json.dumps(evidence)))
+        if report.score < report.points:
+            return [f"{i.name}: {i.message}" for i in report.items if not i.passed]
+    return None
+
+
+def judge(exercise: Exercise, cell: str, old: str, new: str) -> dict[str, bool]:
+    """Whether the mutant (``old`` -> ``new`` in the exercise module) loses points in ``cell``,
+    and whether the feedback then names the mistake."""
+    (test_cell,) = [t for t in exercise.tests if t.grade_id == cell]
+    module = load_module(apply_patch(exercise.module, old, new), f"mutant_{exercise.stem}")
+    failing = grade_cell(module, test_cell)
+    return {"killed": failing is not None, "diagnosed": failing is not None and names_mistake(failing)}
+
+
+def _spread(items: list, count: int) -> list:
+    """``count`` items spread evenly over ``items`` (all of them when there are fewer)."""
+    if len(items) <= count:
+        return items
+    step = len(items) / count
+    return [items[int(i * step)] for i in range(count)]
+
+
+def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = (3, 2)) -> dict:
+    """Pick a fixed sample of killed mutants per check (diagnosed and not), re-judge each in-process,
+    and write the baseline that ``tests/test_diagnosis_rate.py`` holds the checks to."""
+    rows = {r["check"]: r for r in summarise(results)}
+    checks = {}
+    for stem, mutants in results.items():
+        exercise = extract(SOLUTIONS / f"{stem}.py")
+        for cell in dict.fromkeys(m["cell"] for m in mutants):
+            judged = [m for m in mutants if m["cell"] == cell and m["diagnosed"] is not None]
+            picked = _spread([m for m in judged if m["diagnosed"]], per_check[0])
+            picked += _spread([m for m in judged if not m["diagnosed"]], per_check[1])
+            sample = []
+            for m in picked:
+                diff = subprocess.run(
+                    [_mutmut(), "show", m["name"]],
+                    cwd=WORK / stem,
+                    env=_env(),
+                    capture_output=True,
+                    text=True,
+                ).stdout
+                try:
+                    old, new = patch_from_diff(diff)
+                    verdict = judge(exercise, cell, old, new)
+                except (ValueError, LookupError):
+                    continue
+                if verdict["killed"]:  # as under mutmut; anything else is not a fixed point to hold
+                    sample.append({"mutant": m["name"], "old": old, "new": new, **verdict})
+            row = rows[cell]
+            checks[cell] = {
+                "notebook": stem,
+                "full_run": {k: row[k] for k in ("mutants", "killed", "judged", "diagnosed")},
+                "sample_diagnosed": sum(m["diagnosed"] for m in sample),
+                "sample": sample,
+            }
+    baseline = {
+        "about": "Written by `python benchmarks/mutation.py --baseline` after a full run; "
+        "tests/test_diagnosis_rate.py fails when a sampled mutant is no longer killed, or fewer "
+        "sampled mutants of a check get a diagnosis.",
+        "checks": checks,
+    }
+    BASELINE.write_text(json.dumps(baseline, indent=1, ensure_ascii=False) + "\n")
+    return baseline
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", help="notebook numbers or stems (default: all), e.g. 01 04")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested in parallel (default 1)")
     parser.add_argument("--report-only", action="store_true", help="reprint the report of the last run")
+    parser.add_argument(
+        "--wrong-implementations",
+        action="store_true",
+        help="also grade the check tests' own wrong implementations (runs tests/test_checks_*.py)",
+    )
+    parser.add_argument(
+        "--baseline", action="store_true", help=f"after the report, rewrite {BASELINE.relative_to(ROOT)}"
+    )
     args = parser.parse_args(argv)
 
     sources = sorted(SOLUTIONS.glob("[0-9][0-9]_*.py"))
@@ -501,9 +699,20 @@ def main(argv: list[str] | None = None) -> int:
             RESULTS.write_text(json.dumps(previous, indent=1, ensure_ascii=False))
 
     results = previous["notebooks"]
-    print(markdown(summarise(results)))
+    wrong = None
+    if args.wrong_implementations:
+        wrong = measure_wrong_implementations()
+        previous["wrong_implementations"] = wrong
+        RESULTS.write_text(json.dumps(previous, indent=1, ensure_ascii=False))
+    elif "wrong_implementations" in previous:
+        wrong = previous["wrong_implementations"]
+    print(markdown(summarise(results, wrong)))
     print(f"\nwall time: {sum(previous['seconds'].values())} s ({previous['seconds']})")
     print("\nSurviving mutants:\n" + survivors(results))
+    if args.baseline:
+        baseline = write_baseline(results)
+        size = sum(len(c["sample"]) for c in baseline["checks"].values())
+        print(f"\nwrote {BASELINE.relative_to(ROOT)}: {size} sampled mutants")
     return 0
 
 
