@@ -155,7 +155,16 @@ def _widened(tol: Tolerance, *dtypes: np.dtype) -> Tolerance:
 
 
 def _named_mistake(actual: np.ndarray, mistakes: Mapping[str, Any], tol: Tolerance) -> str | None:
+    """The first of the check's plausible wrong answers that ``actual`` equals, if any.
+
+    Where ``actual`` holds NaN or inf, a wrong answer must have them in the same places; and when
+    ``actual`` has no finite element at all, nothing is named: two answers that both overflow say
+    nothing about which mistake was made (an unstable ``-log(p)`` giving an infinite loss is not
+    "normalised over the wrong axis" because that answer's loss is infinite too).
+    """
     a = actual.astype(np.float64)
+    if a.size and not np.isfinite(a).any():
+        return None
     for description, wrong in mistakes.items():
         wrong_arr = as_array(wrong)
         if wrong_arr is None:

@@ -284,6 +284,22 @@ def test_nonfinite_named_mistake_takes_precedence() -> None:
     assert v.likely == "exp of unshifted logits overflows"
 
 
+def test_nonfinite_named_mistake_needs_more_than_the_overflow() -> None:
+    # issue 10: -log(p) with p underflowing gives loss = inf; a named wrong answer whose loss
+    # overflows too (softmax over the batch axis) must not be claimed: only the overflow is known.
+    v = compare("loss", np.inf, 2.5, mistakes={"softmax normalised over the batch (axis 0)": np.inf})
+    assert v.problem == "nonfinite"
+    assert v.likely.startswith("an overflow, e.g. exp of a large number")
+    all_nan = np.full((N, D), np.nan)
+    v = compare("probs", all_nan, rand(N, D), mistakes={"some named mistake": all_nan})
+    assert v.likely.startswith("an overflow")
+    # NaN in other places than the named answer's is another answer
+    expected = rand(N, D)
+    actual, elsewhere = expected.copy(), expected.copy()
+    actual[0, 0], elsewhere[1, 1] = np.inf, np.inf
+    assert compare("dx", actual, expected, mistakes={"x": elsewhere}).likely.startswith("an overflow")
+
+
 # ----------------------------------------------------------------------------- values
 
 
