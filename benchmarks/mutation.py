@@ -379,10 +379,7 @@ def function_of(mutant: str) -> str:
     ``exercise.solution.xǁLinearFunctionǁbackward__mutmut_3`` -> ``LinearFunction``;
     ``exercise.solution.x_mse_loss__mutmut_1`` -> ``mse_loss``.
     """
-    local = mutant.split(".")[-1].rsplit("__mutmut_", 1)[0]
-    if local.startswith("xǁ"):
-        return local.split("ǁ")[1]
-    return local.removeprefix("x_")
+    return qualname_of(mutant).split(".")[0]
 
 
 # ----------------------------------------------------------------------------- the report
@@ -548,32 +545,108 @@ def survivors(results: dict[str, list[dict]]) -> str:
 # ----------------------------------------------------------------------------- a fixed sample, in-process
 
 
-def patch_from_diff(diff: str) -> tuple[str, str]:
-    """The (old, new) text of a one-hunk ``mutmut show`` diff: the hunk's lines before and after."""
-    old, new, in_hunk = [], [], False
+def hunk_lines(diff: str) -> list[tuple[str, str]]:
+    """The ``(tag, text)`` lines of a one-hunk ``mutmut show`` diff; tag is " ", "-" or "+"."""
+    lines, in_hunk = [], False
     for line in diff.splitlines():
         if line.startswith("@@"):
             if in_hunk:
                 raise ValueError("more than one hunk")
             in_hunk = True
-        elif in_hunk and line.startswith(("-", " ", "+")) or (in_hunk and line == ""):
-            text = line[1:]
-            if not line.startswith("+"):
-                old.append(text)
-            if not line.startswith("-"):
-                new.append(text)
+        elif in_hunk and (line == "" or line[0] in " -+"):
+            lines.append((line[:1] or " ", line[1:]))
+    return lines
+
+
+def patch_from_diff(diff: str) -> tuple[str, str]:
+    """The (old, new) text of a one-hunk ``mutmut show`` diff: the hunk's lines before and after."""
+    lines = hunk_lines(diff)
+    old = [text for tag, text in lines if tag != "+"]
+    new = [text for tag, text in lines if tag != "-"]
     return "\n".join(old) + "\n", "\n".join(new) + "\n"
 
 
-def apply_patch(module: str, old: str, new: str) -> str:
-    """``module`` with the one occurrence of ``old`` replaced by ``new``."""
-    count = module.count(old)
+def qualname_of(mutant: str) -> str:
+    """The function or method a mutant mutates: ``xǁMyReLUǁbackward__mutmut_3`` -> ``MyReLU.backward``."""
+    local = mutant.split(".")[-1].rsplit("__mutmut_", 1)[0]
+    if local.startswith("xǁ"):
+        return ".".join(local.split("ǁ")[1:])
+    return local.removeprefix("x_")
+
+
+def _span(module: str, qualname: str) -> tuple[int, int]:
+    """Character offsets of the definition of ``qualname`` (a function, or Class.method) in ``module``,
+    up to the next definition (trailing comments such as ``### END SOLUTION`` included)."""
+    starts = [0]
+    for line in module.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    body, first, last = ast.parse(module).body, 1, len(starts) - 1
+    for name in qualname.split("."):
+        found = [
+            i for i, n in enumerate(body) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name
+        ]
+        if not found:
+            raise LookupError(f"{qualname} is not defined in the solution")
+        index = found[-1]  # a later definition wins, as when the cells run
+        node = body[index]
+        first = node.lineno
+        if index + 1 < len(body):
+            following = body[index + 1]
+            last = min([following.lineno] + [d.lineno for d in getattr(following, "decorator_list", [])]) - 1
+        body = node.body
+    return starts[first - 1], starts[last]
+
+
+def _occurrences(region: str, block: str) -> int:
+    """How often ``block`` (whole lines) occurs in ``region``, each time from the start of a line."""
+    return ("\n" + region).count("\n" + block)
+
+
+def indent_patch(module: str, qualname: str, lines: list[tuple[str, str]]) -> tuple[str, str]:
+    """The smallest ``(old, new)`` around a diff's changed lines that occurs once in ``qualname``.
+
+    mutmut shows a method dedented from its class, except inside strings (a docstring keeps its
+    indentation): the changed lines are code and get the method's indentation; each context line
+    is taken as it appears in the module.
+    """
+    start, end = _span(module, qualname)
+    region = module[start:end]
+    region_lines = set(region.splitlines())
+    changed = [i for i, (tag, _) in enumerate(lines) if tag != " "]
+    if not changed:
+        raise ValueError("the diff changes nothing")
+    first, last = changed[0], changed[-1]
+    for prefix in ("", "    ", "        "):
+
+        def placed(tag: str, text: str, prefix: str = prefix) -> str:
+            if tag == " " and text.strip() and prefix + text not in region_lines:
+                return text
+            return prefix + text if text.strip() else text
+
+        for context in range(4):
+            window = lines[max(first - context, 0) : last + context + 1]
+            old = "".join(placed(t, x) + "\n" for t, x in window if t != "+")
+            new = "".join(placed(t, x) + "\n" for t, x in window if t != "-")
+            found = _occurrences(region, old)
+            if found == 1:
+                return old, new
+            if found == 0:
+                break
+    raise LookupError(f"the mutated lines are not found once in {qualname}")
+
+
+def apply_patch(module: str, qualname: str, old: str, new: str) -> str:
+    """``module`` with the one occurrence of ``old`` in the definition of ``qualname`` replaced by ``new``."""
+    start, end = _span(module, qualname)
+    region = module[start:end]
+    count = _occurrences(region, old)
     if count != 1:
         raise LookupError(
-            f"the mutated lines occur {count} times in the solution (once expected): the solutions "
+            f"the mutated lines occur {count} times in {qualname} (once expected): the solutions "
             "changed since the baseline was written; rewrite it with benchmarks/mutation.py --baseline"
         )
-    return module.replace(old, new)
+    patched = ("\n" + region).replace("\n" + old, "\n" + new)[1:]
+    return module[:start] + patched + module[end:]
 
 
 def load_module(source: str, name: str) -> types.ModuleType:
@@ -601,12 +674,25 @@ def grade_cell(module: types.ModuleType, cell: TestCell) -> list[str] | None:
     return None
 
 
-def judge(exercise: Exercise, cell: str, old: str, new: str) -> dict[str, bool]:
-    """Whether the mutant (``old`` -> ``new`` in the exercise module) loses points in ``cell``,
-    and whether the feedback then names the mistake."""
+def judge(exercise: Exercise, cell: str, qualname: str, old: str, new: str) -> dict[str, bool]:
+    """Whether the mutant (``old`` -> ``new`` in ``qualname``) loses points in ``cell``,
+    and whether the feedback then names the mistake.
+
+    A notebook's set-up cell may change PyTorch's global state (``torch.set_default_dtype``,
+    ``torch.manual_seed``): each notebook runs in a kernel of its own, so that state is restored
+    here after each mutant, as if it had.
+    """
+    import torch
+
     (test_cell,) = [t for t in exercise.tests if t.grade_id == cell]
-    module = load_module(apply_patch(exercise.module, old, new), f"mutant_{exercise.stem}")
-    failing = grade_cell(module, test_cell)
+    saved = torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_rng_state()
+    try:
+        module = load_module(apply_patch(exercise.module, qualname, old, new), f"mutant_{exercise.stem}")
+        failing = grade_cell(module, test_cell)
+    finally:
+        torch.set_default_dtype(saved[0])
+        torch.set_grad_enabled(saved[1])
+        torch.set_rng_state(saved[2])
     return {"killed": failing is not None, "diagnosed": failing is not None and names_mistake(failing)}
 
 
@@ -639,12 +725,15 @@ def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = 
                     text=True,
                 ).stdout
                 try:
-                    old, new = patch_from_diff(diff)
-                    verdict = judge(exercise, cell, old, new)
+                    qualname = qualname_of(m["name"])
+                    old, new = indent_patch(exercise.module, qualname, hunk_lines(diff))
+                    verdict = judge(exercise, cell, qualname, old, new)
                 except (ValueError, LookupError):
                     continue
                 if verdict["killed"]:  # as under mutmut; anything else is not a fixed point to hold
-                    sample.append({"mutant": m["name"], "old": old, "new": new, **verdict})
+                    sample.append(
+                        {"mutant": m["name"], "function": qualname, "old": old, "new": new, **verdict}
+                    )
             row = rows[cell]
             checks[cell] = {
                 "notebook": stem,
@@ -663,10 +752,17 @@ def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = 
 
 
 def main(argv: list[str] | None = None) -> int:
+    global WORK, RESULTS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", help="notebook numbers or stems (default: all), e.g. 01 04")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested in parallel (default 1)")
     parser.add_argument("--report-only", action="store_true", help="reprint the report of the last run")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=WORK,
+        help="where the mutmut projects and results.json go (build/mutation)",
+    )
     parser.add_argument(
         "--wrong-implementations",
         action="store_true",
@@ -676,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline", action="store_true", help=f"after the report, rewrite {BASELINE.relative_to(ROOT)}"
     )
     args = parser.parse_args(argv)
+    WORK, RESULTS = args.work.resolve(), args.work.resolve() / "results.json"
 
     sources = sorted(SOLUTIONS.glob("[0-9][0-9]_*.py"))
     if args.notebooks:
