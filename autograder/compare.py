@@ -3,11 +3,12 @@
 It compares one learner value with its reference (computed by PyTorch autograd in float64) and
 returns a :class:`Verdict` that says which tensor, what is wrong (missing, type, shape, dtype,
 NaN/inf, values), the worst element with its expected value, and, when the pattern is
-recognisable, the likely mistake: transposed, sign flipped, off by a factor of N, 1/N, 2 or 1/2,
-not reduced over an axis, or one of the plausible wrong answers a check passes in as ``mistakes``.
-A diagnosis is given only for a pattern that a known mistake produces; anything else gets none
-(a wrong diagnosis misleads more than no diagnosis). Any other constant factor is named only by
-:func:`with_common_factor`, when it is the same over several cases.
+recognisable, the likely mistake: transposed, sign flipped, off by a factor of N, 1/N, N², 2 or 1/2
+or by a simple fraction (a wrong constant), not reduced over an axis, or one of the plausible wrong
+answers a check passes in as ``mistakes``. A diagnosis is given only for a pattern that a known
+mistake produces; anything else gets none (a wrong diagnosis misleads more than no diagnosis). Any
+other constant factor is named only by :func:`with_common_factor`, when it is the same over several
+cases.
 
 Everything here works on plain numpy data, so a verdict can be recomputed from recorded evidence
 outside the learner's kernel. :func:`compare` never writes to stderr (nbgrader gives zero to a test
@@ -21,6 +22,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -240,31 +242,58 @@ def _shape_diagnosis(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -
     return None
 
 
-def _describe_factor(factor: float, batch_size: int | None) -> str | None:
-    """Name ``actual = factor * expected`` when the factor is one a known mistake produces, else None.
+def _describe_factor(factor: float, batch_size: int | None, several: bool) -> str | None:
+    """Name ``actual = factor * expected`` when a known mistake or a constant in the code explains it.
 
-    The recognised factors are N and 1/N (only when the caller passes the batch size N, so that one
-    mistake always gets one name), 2 and 1/2, each with or without a sign flip. Any other factor
-    says nothing about the mistake by itself: in one comparison it may be a coincidence of the
-    inputs (a bias gradient computed from the input is a multiple of the right one when N = 1), so
-    it is named only by :func:`with_common_factor`, when it is the same in several cases.
+    Recognised: N, 1/N, N² and 1/N² (only when the caller passes the batch size N, so that one
+    mistake always gets one name), 2 and 1/2, each with or without a sign flip; and, when the ratio
+    holds over ``several`` significant elements, any simple fraction (a wrong numeric constant).
+    A factor is always given the same way ("4 times too small", never "0.25"); only the reason
+    differs, and it is specific only when N is known. Any other factor says nothing by itself: it
+    may be a coincidence of one case's inputs (a bias gradient computed from the input is a
+    multiple of the right one when N = 1), so it is named only by :func:`with_common_factor`.
     """
     magnitude, sign = abs(factor), "sign flipped and " if factor < 0 else ""
-    if batch_size and batch_size > 1:
-        if np.isclose(magnitude, batch_size, rtol=1e-6):
-            return (
-                f"{sign}{batch_size} times too large, a factor of the batch size N={batch_size}: "
-                "a sum over the batch where the mean belongs (a missing 1/N)?"
-            )
-        if np.isclose(magnitude, 1 / batch_size, rtol=1e-6):
-            return (
-                f"{sign}{batch_size} times too small, a factor of 1/N with N={batch_size}: "
-                "divided by N twice, or where no mean is taken?"
-            )
-    if np.isclose(magnitude, 2, rtol=1e-6):
+    if np.isclose(magnitude, 2, rtol=1e-6) and batch_size != 2:
         return f"{sign}twice too large (a factor 2 too many, e.g. from the derivative of a square?)"
-    if np.isclose(magnitude, 0.5, rtol=1e-6):
+    if np.isclose(magnitude, 0.5, rtol=1e-6) and batch_size != 2:
         return f"{sign}half the expected value (a missing factor 2, e.g. from the derivative of a square?)"
+    size = f"{_fmt(max(magnitude, 1 / magnitude))} times too {'large' if magnitude > 1 else 'small'}"
+    n = batch_size or 0
+    if n > 1:
+        mean = "a sum over the batch where the mean belongs (a missing 1/N)?"
+        for value, reason in (
+            (n, f"a factor of the batch size N={n}: {mean}"),
+            (1 / n, f"a factor of 1/N with N={n}: divided by N twice, or where no mean is taken?"),
+            (n * n, f"a factor of N² with N={n}: multiplied by N where 1/N belongs?"),
+            (1 / (n * n), f"a factor of 1/N² with N={n}: divided by N where N belongs?"),
+        ):
+            if np.isclose(magnitude, value, rtol=1e-6):
+                return f"{sign}{size}, {reason}"
+    fraction = _simple_fraction(magnitude) if several else None
+    if fraction is None:
+        return None
+    of = "" if fraction == _fmt(magnitude) else f" of {fraction}"
+    return f"{sign}{size}, a constant factor{of}: a wrong numeric constant, or a scale applied twice?"
+
+
+#: A factor that is a simple fraction p/q (p up to _MAX_NUMERATOR, q up to _MAX_DENOMINATOR, or its
+#: inverse) comes from a constant in the code, not from the data: a data-dependent ratio lands
+#: within 1e-9 of such a fraction with negligible probability.
+_MAX_NUMERATOR, _MAX_DENOMINATOR = 200, 12
+
+
+def _simple_fraction(magnitude: float) -> str | None:
+    """``magnitude`` written as a simple fraction ("3/2", "16", "1/4"), or None when it is not one."""
+    for value, inverted in ((magnitude, False), (1 / magnitude, True)):
+        if not 1 < value <= _MAX_NUMERATOR:
+            continue
+        fraction = Fraction(value).limit_denominator(_MAX_DENOMINATOR)
+        if abs(float(fraction) - value) <= 1e-9 * value:
+            p, q = fraction.numerator, fraction.denominator
+            if inverted:
+                p, q = q, p
+            return str(p) if q == 1 else f"{p}/{q}"
     return None
 
 
@@ -302,14 +331,13 @@ def _value_diagnosis(
 
     factor = _fitted_factor(a, expected, tol)
     if factor is not None:
-        # A recognised factor is named even for a scalar (a loss twice too large); any other one is
-        # left to with_common_factor, and only when it holds over several elements.
-        described = _describe_factor(factor, batch_size)
-        if described:
+        # A recognised factor is named even for a scalar (a loss twice too large), a simple
+        # fraction only over several elements; any other factor is left to with_common_factor.
+        several = int(np.count_nonzero(np.abs(expected) > tol.atol)) >= _MIN_FACTOR_ELEMENTS
+        described = _describe_factor(factor, batch_size, several)
+        if described or not several:
             return described, None
-        if int(np.count_nonzero(np.abs(expected) > tol.atol)) >= _MIN_FACTOR_ELEMENTS:
-            return None, factor
-        return None, None
+        return None, factor
 
     if a.size > 1:
         offset = float(np.mean(a - expected))
@@ -321,10 +349,11 @@ def _value_diagnosis(
 def with_common_factor(verdicts: Sequence[Verdict]) -> list[Verdict]:
     """The verdicts of one value over several cases, with a factor named where it is the same in all.
 
-    :func:`compare` names only the factors a known mistake produces (N, 1/N, 2, 1/2). Any other
-    constant factor is named when it relates the learner's values to the expected ones in every
-    failing case (at least two) and none of those cases has another diagnosis: a factor that holds
-    across several elements and several inputs is the learner's, not a coincidence of one input.
+    :func:`compare` names only the factors a known mistake produces (N, 1/N, N², 2, 1/2, simple
+    fractions). Any other constant factor is named when it relates the learner's values to the
+    expected ones in every failing case (at least two) and none of those cases has another
+    diagnosis: a factor that holds across several elements and several inputs is the learner's,
+    not a coincidence of one input.
     Verdicts that pass, or that this does not concern, are returned unchanged.
     """
     failing = [v for v in verdicts if not v.ok]
