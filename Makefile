@@ -59,6 +59,12 @@ build: $(STAMP)
 validate: $(STAMP)
 	$(PY) -m autograder validate
 
+## mutation: mutate every reference solution with mutmut, grade each mutant with its check, print the
+## kill rate and diagnosis rate per check (minutes; not part of make test). MUTATION_ARGS="01 --baseline"...
+.PHONY: mutation
+mutation: $(STAMP)
+	nice -n 19 $(PY) benchmarks/mutation.py $(MUTATION_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check autograder utils tests solutions benchmarks
 	$(VENV)/bin/ruff format --check autograder utils tests solutions benchmarks

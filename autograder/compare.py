@@ -3,8 +3,12 @@
 It compares one learner value with its reference (computed by PyTorch autograd in float64) and
 returns a :class:`Verdict` that says which tensor, what is wrong (missing, type, shape, dtype,
 NaN/inf, values), the worst element with its expected value, and, when the pattern is
-recognisable, the likely mistake: transposed, sign flipped, off by a factor (of N), not reduced
-over an axis, or one of the plausible wrong answers a check passes in as ``mistakes``.
+recognisable, the likely mistake: transposed, sign flipped, off by a factor of N, 1/N, N², 2 or 1/2
+or by a simple fraction (a wrong constant), not reduced over an axis, or one of the plausible wrong
+answers a check passes in as ``mistakes``. A diagnosis is given only for a pattern that a known
+mistake produces; anything else gets none (a wrong diagnosis misleads more than no diagnosis). Any
+other constant factor is named only by :func:`with_common_factor`, when it is the same over several
+cases.
 
 Everything here works on plain numpy data, so a verdict can be recomputed from recorded evidence
 outside the learner's kernel. :func:`compare` never writes to stderr (nbgrader gives zero to a test
@@ -16,8 +20,9 @@ from __future__ import annotations
 import itertools
 import sys
 import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -47,6 +52,9 @@ class Verdict:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     worst_index: tuple[int, ...] | None = None
+    factor: float | None = None
+    """When the values are a constant multiple of the expected ones by a factor no known mistake
+    explains: that factor (see :func:`with_common_factor`); None otherwise."""
 
     @property
     def shape_ok(self) -> bool:
@@ -149,7 +157,16 @@ def _widened(tol: Tolerance, *dtypes: np.dtype) -> Tolerance:
 
 
 def _named_mistake(actual: np.ndarray, mistakes: Mapping[str, Any], tol: Tolerance) -> str | None:
+    """The first of the check's plausible wrong answers that ``actual`` equals, if any.
+
+    Where ``actual`` holds NaN or inf, a wrong answer must have them in the same places; and when
+    ``actual`` has no finite element at all, nothing is named: two answers that both overflow say
+    nothing about which mistake was made (an unstable ``-log(p)`` giving an infinite loss is not
+    "normalised over the wrong axis" because that answer's loss is infinite too).
+    """
     a = actual.astype(np.float64)
+    if a.size and not np.isfinite(a).any():
+        return None
     for description, wrong in mistakes.items():
         wrong_arr = as_array(wrong)
         if wrong_arr is None:
@@ -222,81 +239,137 @@ def _shape_diagnosis(actual: np.ndarray, expected: np.ndarray, tol: Tolerance) -
     if a.size == expected.size:
         if _close(a.reshape(expected.shape), expected, tol):
             return "the right values in the wrong shape: a reshape is missing"
-        return "the right number of elements in the wrong layout (reshape where a transpose belongs?)"
     return None
 
 
-def _describe_magnitude(factor: float, batch_size: int | None, generic: bool) -> str | None:
-    """Name a positive factor; a factor that is not a recognisable one only when ``generic``."""
-    if batch_size and batch_size > 1:
-        if np.isclose(factor, batch_size, rtol=1e-6):
-            return (
-                f"{batch_size} times too large, a factor of the batch size N={batch_size}: "
-                "a sum over the batch where the mean belongs (a missing 1/N)?"
-            )
-        if np.isclose(factor, 1 / batch_size, rtol=1e-6):
-            return (
-                f"{batch_size} times too small, a factor of 1/N with N={batch_size}: "
-                "divided by N twice, or where no mean is taken?"
-            )
-    if np.isclose(factor, 2, rtol=1e-6):
-        return "twice too large (a factor 2 too many, e.g. from the derivative of a square?)"
-    if np.isclose(factor, 0.5, rtol=1e-6):
-        return "half the expected value (a missing factor 2, e.g. from the derivative of a square?)"
-    if generic:
-        return f"off by a constant factor of {_fmt(factor)}"
-    return None
+def _describe_factor(factor: float, batch_size: int | None, several: bool) -> str | None:
+    """Name ``actual = factor * expected`` when a known mistake or a constant in the code explains it.
 
-
-def _describe_factor(factor: float, batch_size: int | None, generic: bool = True) -> str | None:
-    """Name ``actual = factor * expected``.
-
-    ``generic`` is False when any wrong value fits some factor (a scalar, or a single non-zero
-    expected element): then only a recognisable factor (N, 1/N, 2, 1/2, with or without a sign
-    flip) says anything about the mistake.
+    Recognised: N, 1/N, N² and 1/N² (only when the caller passes the batch size N, so that one
+    mistake always gets one name), 2 and 1/2, each with or without a sign flip; and, when the ratio
+    holds over ``several`` significant elements, any simple fraction (a wrong numeric constant).
+    A factor is always given the same way ("4 times too small", never "0.25"); only the reason
+    differs, and it is specific only when N is known. Any other factor says nothing by itself: it
+    may be a coincidence of one case's inputs (a bias gradient computed from the input is a
+    multiple of the right one when N = 1), so it is named only by :func:`with_common_factor`.
     """
-    if factor < 0:
-        inner = _describe_magnitude(-factor, batch_size, generic=False)
-        if inner:
-            return f"sign flipped and {inner}"
-        return f"sign flipped and scaled by {_fmt(-factor)}" if generic else None
-    return _describe_magnitude(factor, batch_size, generic)
+    magnitude, sign = abs(factor), "sign flipped and " if factor < 0 else ""
+    if np.isclose(magnitude, 2, rtol=1e-6) and batch_size != 2:
+        return f"{sign}twice too large (a factor 2 too many, e.g. from the derivative of a square?)"
+    if np.isclose(magnitude, 0.5, rtol=1e-6) and batch_size != 2:
+        return f"{sign}half the expected value (a missing factor 2, e.g. from the derivative of a square?)"
+    size = f"{_fmt(max(magnitude, 1 / magnitude))} times too {'large' if magnitude > 1 else 'small'}"
+    n = batch_size or 0
+    if n > 1:
+        mean = "a sum over the batch where the mean belongs (a missing 1/N)?"
+        for value, reason in (
+            (n, f"a factor of the batch size N={n}: {mean}"),
+            (1 / n, f"a factor of 1/N with N={n}: divided by N twice, or where no mean is taken?"),
+            (n * n, f"a factor of N² with N={n}: multiplied by N where 1/N belongs?"),
+            (1 / (n * n), f"a factor of 1/N² with N={n}: divided by N where N belongs?"),
+        ):
+            if np.isclose(magnitude, value, rtol=1e-6):
+                return f"{sign}{size}, {reason}"
+    fraction = _simple_fraction(magnitude) if several else None
+    if fraction is None:
+        return None
+    of = "" if fraction == _fmt(magnitude) else f" of {fraction}"
+    return f"{sign}{size}, a constant factor{of}: a wrong numeric constant, or a scale applied twice?"
+
+
+#: A factor that is a simple fraction p/q (p up to _MAX_NUMERATOR, q up to _MAX_DENOMINATOR, or its
+#: inverse) comes from a constant in the code, not from the data: a data-dependent ratio lands
+#: within 1e-9 of such a fraction with negligible probability.
+_MAX_NUMERATOR, _MAX_DENOMINATOR = 200, 12
+
+
+def _simple_fraction(magnitude: float) -> str | None:
+    """``magnitude`` written as a simple fraction ("3/2", "16", "1/4"), or None when it is not one."""
+    for value, inverted in ((magnitude, False), (1 / magnitude, True)):
+        if not 1 < value <= _MAX_NUMERATOR:
+            continue
+        fraction = Fraction(value).limit_denominator(_MAX_DENOMINATOR)
+        if abs(float(fraction) - value) <= 1e-9 * value:
+            p, q = fraction.numerator, fraction.denominator
+            if inverted:
+                p, q = q, p
+            return str(p) if q == 1 else f"{p}/{q}"
+    return None
+
+
+#: Fewest significant elements that must carry a ratio before a factor no known mistake explains
+#: can be named at all: a single non-zero element fits some factor whatever the mistake.
+_MIN_FACTOR_ELEMENTS = 2
+
+
+def _fitted_factor(a: np.ndarray, expected: np.ndarray, tol: Tolerance) -> float | None:
+    """The factor f (not 0 or 1) with ``a == f * expected`` within ``tol``, or None."""
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    if not 0 < scale < np.inf:
+        return None
+    # Least-squares factor, computed on rescaled arrays so that huge values cannot overflow it.
+    e_unit, a_unit = expected / scale, a / scale
+    factor = float(np.vdot(a_unit, e_unit)) / float(np.vdot(e_unit, e_unit))
+    if not np.isfinite(factor) or factor == 0 or abs(factor - 1) <= 1e-6:
+        return None
+    return factor if _close(a, factor * expected, tol) else None
 
 
 def _value_diagnosis(
     a: np.ndarray, expected: np.ndarray, tol: Tolerance, batch_size: int | None
-) -> str | None:
-    """The likely mistake behind same-shape, finite, wrong values, or None when none fits."""
+) -> tuple[str | None, float | None]:
+    """The likely mistake behind same-shape, finite, wrong values (or None when none fits), and the
+    constant factor no known mistake explains that relates them, if there is one."""
     if not np.any(a):
-        return "all zeros: is the computation missing, or a placeholder left in?"
+        return "all zeros: is the computation missing, or a placeholder left in?", None
     if _close(a, -expected, tol):
-        return "sign flipped"
+        return "sign flipped", None
     if a.ndim == 2 and a.shape[0] == a.shape[1] and a.shape[0] > 1 and _close(a.T, expected, tol):
-        return "transposed (the values are right, the axes are swapped)"
+        return "transposed (the values are right, the axes are swapped)", None
     if a.ndim == 2 and a.shape[0] != a.shape[1] and _close(a.reshape(expected.shape[::-1]).T, expected, tol):
-        return "reshaped where a transpose belongs (the values are right, in the wrong order)"
+        return "reshaped where a transpose belongs (the values are right, in the wrong order)", None
 
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    if 0 < scale < np.inf:
-        # Least-squares factor, computed on rescaled arrays so that huge values cannot overflow it.
-        e_unit, a_unit = expected / scale, a / scale
-        factor = float(np.vdot(a_unit, e_unit)) / float(np.vdot(e_unit, e_unit))
-        if (
-            np.isfinite(factor)
-            and factor != 0
-            and abs(factor - 1) > 1e-6
-            and _close(a, factor * expected, tol)
-        ):
-            significant = int(np.count_nonzero(np.abs(expected) > tol.atol))
-            described = _describe_factor(factor, batch_size, generic=significant >= 2)
-            if described:
-                return described
+    factor = _fitted_factor(a, expected, tol)
+    if factor is not None:
+        # A recognised factor is named even for a scalar (a loss twice too large), a simple
+        # fraction only over several elements; any other factor is left to with_common_factor.
+        several = int(np.count_nonzero(np.abs(expected) > tol.atol)) >= _MIN_FACTOR_ELEMENTS
+        described = _describe_factor(factor, batch_size, several)
+        if described or not several:
+            return described, None
+        return None, factor
 
     if a.size > 1:
         offset = float(np.mean(a - expected))
         if np.isfinite(offset) and _close(a - offset, expected, tol):
-            return f"off by a constant {_fmt(offset)} in every element"
-    return None
+            return f"off by a constant {_fmt(offset)} in every element", None
+    return None, None
+
+
+def with_common_factor(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts of one value over several cases, with a factor named where it is the same in all.
+
+    :func:`compare` names only the factors a known mistake produces (N, 1/N, N², 2, 1/2, simple
+    fractions). Any other constant factor is named when it relates the learner's values to the
+    expected ones in every failing case (at least two) and none of those cases has another
+    diagnosis: a factor that holds across several elements and several inputs is the learner's,
+    not a coincidence of one input.
+    Verdicts that pass, or that this does not concern, are returned unchanged.
+    """
+    failing = [v for v in verdicts if not v.ok]
+    factors = [v.factor for v in failing]
+    if len(failing) < 2 or any(f is None or v.likely for f, v in zip(factors, failing, strict=True)):
+        return list(verdicts)
+    first = factors[0]
+    if not all(np.isclose(f, first, rtol=1e-6) for f in factors):
+        return list(verdicts)
+    magnitude = _fmt(abs(first))
+    likely = (
+        f"sign flipped and scaled by {magnitude} in every case"
+        if first < 0
+        else f"off by a constant factor of {magnitude} in every case"
+    )
+    return [replace(v, likely=likely) if not v.ok else v for v in verdicts]
 
 
 _DTYPE_HINTS = {
@@ -347,7 +420,8 @@ def compare(
         mistakes: plausible wrong answers a check knows for this value, as
             ``{description: wrong_value}``; a match is reported as the likely mistake, ahead of the
             generic diagnoses. A wrong value may have a different shape than the expected one.
-        batch_size: N, so that a factor of N or 1/N is named as such.
+        batch_size: N, so that a factor of N or 1/N is named as such. Pass it wherever a factor
+            of N can appear: without it such a factor gets no diagnosis at all.
 
     Returns:
         A :class:`Verdict`; ``verdict.ok`` is True when shape, dtype and every value match.
@@ -455,5 +529,8 @@ def _compare(
         + f" got {got_text}, expected {expected_text}"
         + f" (max abs error {max_abs:.3g}, max rel error {max_rel:.3g})."
     )
-    likely = _named_mistake(a, mistakes, tol) or _value_diagnosis(a, expected_arr, tol, batch_size)
-    return Verdict(name, False, "values", detail, likely, max_abs, max_rel, worst_t)
+    likely = _named_mistake(a, mistakes, tol)
+    factor = None
+    if likely is None:
+        likely, factor = _value_diagnosis(a, expected_arr, tol, batch_size)
+    return Verdict(name, False, "values", detail, likely, max_abs, max_rel, worst_t, factor)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.compare import PROBLEMS, Verdict, as_array, compare
+from autograder.compare import PROBLEMS, Verdict, as_array, compare, with_common_factor
 from autograder.tolerances import FLOAT64
 
 # Pairwise-distinct sizes, as in the checks, so that each shape mistake has its own shape.
@@ -148,9 +148,10 @@ def test_shape_reduced_where_the_axis_must_stay() -> None:
     assert v.likely == "summed over axis 0, which the expected value keeps"
 
 
-def test_shape_reshaped_layout() -> None:
+def test_shape_with_the_right_size_and_unrelated_values_has_no_diagnosis() -> None:
+    # the same number of elements alone says nothing about the mistake
     v = compare("x", rand(2, 6, seed=1), rand(3, 4))
-    assert v.likely == "the right number of elements in the wrong layout (reshape where a transpose belongs?)"
+    assert (v.problem, v.likely) == ("shape", None)
 
 
 def test_shape_right_values_wrong_shape() -> None:
@@ -283,6 +284,22 @@ def test_nonfinite_named_mistake_takes_precedence() -> None:
     assert v.likely == "exp of unshifted logits overflows"
 
 
+def test_nonfinite_named_mistake_needs_more_than_the_overflow() -> None:
+    # issue 10: -log(p) with p underflowing gives loss = inf; a named wrong answer whose loss
+    # overflows too (softmax over the batch axis) must not be claimed: only the overflow is known.
+    v = compare("loss", np.inf, 2.5, mistakes={"softmax normalised over the batch (axis 0)": np.inf})
+    assert v.problem == "nonfinite"
+    assert v.likely.startswith("an overflow, e.g. exp of a large number")
+    all_nan = np.full((N, D), np.nan)
+    v = compare("probs", all_nan, rand(N, D), mistakes={"some named mistake": all_nan})
+    assert v.likely.startswith("an overflow")
+    # NaN in other places than the named answer's is another answer
+    expected = rand(N, D)
+    actual, elsewhere = expected.copy(), expected.copy()
+    actual[0, 0], elsewhere[1, 1] = np.inf, np.inf
+    assert compare("dx", actual, expected, mistakes={"x": elsewhere}).likely.startswith("an overflow")
+
+
 # ----------------------------------------------------------------------------- values
 
 
@@ -361,9 +378,29 @@ def test_likely_factor_one_over_n_named_with_batch_size() -> None:
     )
 
 
-def test_likely_factor_n_without_batch_size_is_a_plain_factor() -> None:
+def test_factor_n_is_written_alike_with_or_without_the_batch_size() -> None:
+    # One mistake, one way to say it: "4 times too small", never "a factor of 0.25"; the reason is
+    # specific (the batch size) only when the check passes N.
     expected = rand(N, D)
-    assert compare("dx", N * expected, expected).likely == "off by a constant factor of 4"
+    without = compare("dx", expected / N, expected).likely
+    with_n = compare("dx", expected / N, expected, batch_size=N).likely
+    assert (
+        without
+        == "4 times too small, a constant factor of 1/4: a wrong numeric constant, or a scale applied twice?"
+    )
+    assert with_n.startswith("4 times too small, a factor of 1/N with N=4")
+    assert compare("dx", N * expected, expected).likely.startswith("4 times too large, a constant factor:")
+
+
+def test_factor_n_is_named_alike_for_every_value() -> None:
+    # one mistake, one name: the same words for an input gradient, a weight gradient and a loss
+    for expected in (rand(N, D), rand(M, D), np.float64(1.7)):
+        assert compare("g", N * expected, expected, batch_size=N).likely.startswith(
+            "4 times too large, a factor of the batch size N=4"
+        )
+        assert compare("g", expected / N, expected, batch_size=N).likely.startswith(
+            "4 times too small, a factor of 1/N with N=4"
+        )
 
 
 def test_likely_factor_two_and_half() -> None:
@@ -381,10 +418,76 @@ def test_likely_factor_n_takes_precedence_over_two_when_n_is_two() -> None:
     assert compare("dx", 2 * expected, expected, batch_size=2).likely.startswith("2 times too large")
 
 
-def test_likely_other_constant_factor() -> None:
+def test_a_simple_fraction_is_a_wrong_constant() -> None:
+    # 3.0 * diff where 2.0 * diff belongs: a constant of the code, whatever the data
     expected = rand(N, D)
-    assert compare("dx", 3.5 * expected, expected, batch_size=N).likely == "off by a constant factor of 3.5"
-    assert compare("dx", -3.5 * expected, expected).likely == "sign flipped and scaled by 3.5"
+    assert compare("dx", 1.5 * expected, expected, batch_size=N).likely == (
+        "1.5 times too large, a constant factor of 3/2: a wrong numeric constant, or a scale applied twice?"
+    )
+    assert compare("dx", -expected / 3, expected).likely.startswith(
+        "sign flipped and 3 times too small, a constant factor of 1/3"
+    )
+    assert compare("dx", N * N * expected, expected, batch_size=N).likely.startswith(
+        "16 times too large, a factor of N² with N=4: multiplied by N where 1/N belongs?"
+    )
+
+
+def test_other_constant_factor_is_not_named_from_one_case() -> None:
+    # a factor that is no simple fraction may be a coincidence of this case's inputs
+    expected = rand(N, D)
+    v = compare("dx", np.pi * expected, expected, batch_size=N)
+    assert (v.likely, v.factor) == (None, pytest.approx(np.pi))
+    v = compare("dx", -np.pi * expected, expected)
+    assert (v.likely, v.factor) == (None, pytest.approx(-np.pi))
+    # a simple fraction from a single element proves nothing either
+    assert compare("g", np.array([0.0, 0.0, 3.0]), np.array([0.0, 0.0, 2.0])).likely is None
+
+
+def test_bias_gradient_from_the_input_at_n_1_is_not_a_factor() -> None:
+    # issue 10: with N = 1, a bias gradient computed as (dout * x.sum()).sum(0) is dout[0] times
+    # sum(x), a constant multiple of the right one in that case only: no factor may be claimed.
+    rng = np.random.default_rng(3)
+    x, dout = rng.standard_normal((1, D)), rng.standard_normal((1, M))
+    wrong, right = (dout * x.sum()).sum(axis=0), dout.sum(axis=0)
+    v = compare("db", wrong, right, batch_size=1)
+    assert v.problem == "values"
+    assert v.likely is None
+    assert "factor" not in v.message()
+
+
+def test_common_factor_is_named_when_every_case_has_it() -> None:
+    cases = [rand(N, D, seed=1), rand(1, D, seed=2), rand(N, D, seed=3)]
+    verdicts = [compare("dx", np.pi * e, e, batch_size=len(e)) for e in cases]
+    named = with_common_factor(verdicts)
+    assert [v.likely for v in named] == ["off by a constant factor of 3.14159 in every case"] * 3
+    assert named[0].message().endswith("Likely mistake: off by a constant factor of 3.14159 in every case.")
+    flipped = with_common_factor([compare("dx", -np.pi * e, e) for e in cases])
+    assert {v.likely for v in flipped} == {"sign flipped and scaled by 3.14159 in every case"}
+
+
+def test_common_factor_is_not_named_when_the_cases_disagree_or_one_case_fails() -> None:
+    a, b = rand(N, D, seed=1), rand(N, D, seed=2)
+    # the N = 1 bias gradient computed from the input: a different "factor" in every case
+    disagree = [compare("db", np.e * a, a), compare("db", 0.77 * b, b)]
+    assert [v.likely for v in with_common_factor(disagree)] == [None, None]
+    one_case = [compare("db", a, a), compare("db", np.e * b, b)]
+    assert with_common_factor(one_case) == one_case
+    # a case without a constant factor, or with a diagnosis of its own, rules the factor out
+    mixed = [compare("db", np.e * a, a), compare("db", rand(N, D, seed=9), b)]
+    assert [v.likely for v in with_common_factor(mixed)] == [None, None]
+    with_other = [compare("db", np.e * a, a), compare("db", 2 * b, b)]
+    assert with_common_factor(with_other) == with_other
+
+
+def test_sign_flip_combines_with_every_recognised_factor() -> None:
+    expected = rand(N, D)
+    assert compare("dx", -expected / N, expected, batch_size=N).likely.startswith(
+        "sign flipped and 4 times too small, a factor of 1/N with N=4"
+    )
+    assert compare("dx", -2 * expected, expected).likely.startswith("sign flipped and twice too large")
+    assert compare("dx", -0.5 * expected, expected).likely.startswith(
+        "sign flipped and half the expected value"
+    )
 
 
 def test_likely_sign_flipped_and_factor_n() -> None:
@@ -446,7 +549,9 @@ def test_no_false_offset_for_a_tiny_wrong_element() -> None:
 def test_huge_values_do_not_overflow_or_warn(recwarn: pytest.WarningsRecorder) -> None:
     expected = np.array([1e300, -1e300, 1e300])
     v = compare("x", 3 * expected, expected)
-    assert v.likely == "off by a constant factor of 3"
+    assert v.likely.startswith("3 times too large, a constant factor:")
+    assert compare("x", np.pi * expected, expected).factor == pytest.approx(np.pi)
+    assert compare("x", 2 * expected, expected).likely.startswith("twice too large")
     v = compare("x", np.full(3, 1e308), np.full(3, 1e-308))
     assert v.problem == "values"
     assert compare("x", np.array([1e308, -1e308]), np.array([-1e308, 1e308])).likely == "sign flipped"
@@ -521,7 +626,15 @@ def test_verdict_public_fields() -> None:
     v = compare("x", 2 * rand(3), rand(3))
     assert isinstance(v, Verdict)
     assert v.problem in PROBLEMS
-    assert {"name", "ok", "problem", "detail", "likely", "max_abs_err", "max_rel_err", "worst_index"} <= set(
-        v.__dataclass_fields__
-    )
+    assert {
+        "name",
+        "ok",
+        "problem",
+        "detail",
+        "likely",
+        "max_abs_err",
+        "max_rel_err",
+        "worst_index",
+        "factor",
+    } <= set(v.__dataclass_fields__)
     assert compare("x", rand(3), rand(3), tol=FLOAT64).ok
