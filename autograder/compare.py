@@ -156,18 +156,25 @@ def _widened(tol: Tolerance, *dtypes: np.dtype) -> Tolerance:
     return tol
 
 
+class Overflow(str):
+    """The description of a wrong answer that is known to overflow where it is given (a check
+    computed it to be NaN or inf on purpose): the only kind named for an answer with no finite value."""
+
+
 def _named_mistake(actual: np.ndarray, mistakes: Mapping[str, Any], tol: Tolerance) -> str | None:
     """The first of the check's plausible wrong answers that ``actual`` equals, if any.
 
     Where ``actual`` holds NaN or inf, a wrong answer must have them in the same places; and when
-    ``actual`` has no finite element at all, nothing is named: two answers that both overflow say
-    nothing about which mistake was made (an unstable ``-log(p)`` giving an infinite loss is not
-    "normalised over the wrong axis" because that answer's loss is infinite too).
+    ``actual`` has no finite element at all, only an :class:`Overflow` is named: two answers that
+    both overflow by accident say nothing about which mistake was made (an unstable ``-log(p)``
+    giving an infinite loss is not "normalised over the wrong axis" because that answer's loss is
+    infinite too), while a check that computed an unstable formula on purpose knows what it is.
     """
     a = actual.astype(np.float64)
-    if a.size and not np.isfinite(a).any():
-        return None
+    only_overflows = bool(a.size) and not np.isfinite(a).any()
     for description, wrong in mistakes.items():
+        if only_overflows and not isinstance(description, Overflow):
+            continue
         wrong_arr = as_array(wrong)
         if wrong_arr is None:
             try:

@@ -638,3 +638,17 @@ def test_verdict_public_fields() -> None:
         "factor",
     } <= set(v.__dataclass_fields__)
     assert compare("x", rand(3), rand(3), tol=FLOAT64).ok
+
+
+def test_an_overflow_the_check_computed_on_purpose_is_named() -> None:
+    from autograder.compare import Overflow
+
+    # Both wrong answers are inf; only the one the check declared as an overflow may be named.
+    mistakes = {
+        "softmax normalised over the batch (axis 0)": np.inf,
+        Overflow("-log(p) of a probability that underflows to 0"): np.inf,
+    }
+    v = compare("loss", np.inf, 2.5, mistakes=mistakes)
+    assert v.likely == "-log(p) of a probability that underflows to 0"
+    nan = compare("loss", np.nan, 2.5, mistakes=mistakes)
+    assert nan.likely.startswith("an overflow, e.g. exp of a large number"), "NaN is not that inf"

@@ -30,7 +30,7 @@ from autograder.checks.two_layer_net import (
     softmax_inputs,
     training_data,
 )
-from autograder.compare import Verdict, compare
+from autograder.compare import Overflow, Verdict, compare
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
     add_notes,
@@ -197,11 +197,11 @@ LOG_SUM_EXP_HINT = (
     " Subtract each row's maximum before exp, and take the log of the probabilities as "
     "s - max - log(sum(exp(s - max))) rather than log(softmax)."
 )
-UNDERFLOW = (
+UNDERFLOW = Overflow(
     "-log(p) of a probability that underflows to 0 (exp(-1000) is 0 in float64), so the loss is inf; "
     "compute log p by log-sum-exp instead: s_y - max - log(sum(exp(s - max)))"
 )
-OVERFLOW = (
+OVERFLOW = Overflow(
     "exp of the raw scores overflows (or every exp of a row underflows to 0): subtract each row's "
     "maximum before exp, then compute log p by log-sum-exp"
 )
