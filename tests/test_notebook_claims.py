@@ -380,3 +380,135 @@ def test_03_spiral_with_autograd() -> None:
     assert time.perf_counter() - start < 3.0
     p = {k: v.detach().numpy() for k, v in params.items()}
     assert 0.97 <= _accuracy(p, X, y) <= 0.99 + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# 04_custom_functions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_04_writing_into_grad_output_of_a_sum_warns_and_zeroes_the_gradient() -> None:
+    """Exercise 1: under out.sum().backward(), grad_output[x <= 0] = 0 prints two deprecation warnings
+    and silently turns the whole gradient into zeros (no error)."""
+    import torch
+
+    class WritesIntoGradOutput(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clamp(min=0)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            grad_output[x <= 0] = 0
+            return grad_output
+
+    x = torch.tensor([[1.0, -1.0], [2.0, -3.0]], dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        WritesIntoGradOutput.apply(x).sum().backward()
+    assert len([w for w in caught if "expanded tensors is deprecated" in str(w.message)]) == 2
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_04_needs_input_grad_has_one_entry_per_argument_of_apply() -> None:
+    """Exercise 2: three bools for apply(x, W, b) and apply(x, W, None), two for apply(x, W); reading
+    entry 2 after apply(x, W) raises IndexError."""
+    import torch
+
+    LinearFunction = notebook("04_custom_functions")["LinearFunction"]
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert LinearFunction.apply(x, W, b).grad_fn.needs_input_grad == (True, True, True)
+    assert LinearFunction.apply(x, W, None).grad_fn.needs_input_grad == (True, True, False)
+    two = LinearFunction.apply(x, W).grad_fn.needs_input_grad
+    assert two == (True, True)
+    with pytest.raises(IndexError):
+        two[2]
+
+
+def test_04_unsummed_bias_gradient_passes_backward_and_gradcheck() -> None:
+    """Exercise 2: a bias gradient returned as grad_output itself, (N, out), is summed by the engine:
+    .backward() and gradcheck pass."""
+    import torch
+
+    class Unsummed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, W, b):
+            ctx.save_for_backward(x, W)
+            return x @ W.T + b
+
+        @staticmethod
+        def backward(ctx, g):
+            x, W = ctx.saved_tensors
+            return g @ W, g.T @ x, g
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 5, dtype=torch.float64)
+    Unsummed.apply(x, W, b).backward(g)
+    assert b.grad.shape == (5,) and torch.allclose(b.grad, g.sum(0))
+    assert torch.autograd.gradcheck(Unsummed.apply, (x, W, b))
+    assert Unsummed.apply(x, W, b).grad_fn.apply(g)[2].shape == (4, 5)
+
+
+def test_04_output_kept_on_ctx_escapes_the_version_counter() -> None:
+    """Exercise 1b: had Exp kept its output as ctx.result, doubling the output in place would make
+    backward run and return a gradient twice too large, with no error."""
+    import torch
+
+    class ExpOnCtx(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.result = x.exp()
+            return ctx.result
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output * ctx.result
+
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    out = ExpOnCtx.apply(x)
+    with torch.no_grad():
+        out.mul_(2)
+    out.backward(torch.ones_like(out))
+    assert torch.allclose(x.grad, 2 * x.detach().exp())
+
+
+def test_04_jacobian_errors() -> None:
+    """Exercise 4: on the tanh layer the error is about 1e-10 in float64 and 0.04 to 0.15 in float32;
+    a backward that doubles the gradient of x ** 2 gives exactly 2 max |x|."""
+    import torch
+
+    ns = notebook("04_custom_functions")
+    LinearFunction, max_jacobian_error = ns["LinearFunction"], ns["max_jacobian_error"]
+
+    def layer(x: Any, W: Any, b: Any) -> Any:
+        return torch.tanh(LinearFunction.apply(x, W, b))
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        inputs64 = tuple(
+            torch.randn(s, dtype=torch.float64, generator=generator, requires_grad=True)
+            for s in [(4, 3), (5, 3), (5,)]
+        )
+        inputs32 = tuple(t.detach().float().requires_grad_(True) for t in inputs64)
+        assert 1e-11 < max_jacobian_error(layer, inputs64) < 1e-9
+        assert 0.02 < max_jacobian_error(layer, inputs32) < 0.2
+
+    class DoubledSquare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**2
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output * 4 * x
+
+    x = torch.tensor([0.5, -1.5], dtype=torch.float64, requires_grad=True)
+    assert max_jacobian_error(DoubledSquare.apply, (x,)) == pytest.approx(3.0, abs=1e-6)
