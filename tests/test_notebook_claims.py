@@ -7,6 +7,7 @@ defining a helper), executed as the notebook would execute them.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from functools import cache
@@ -512,3 +513,60 @@ def test_04_jacobian_errors() -> None:
 
     x = torch.tensor([0.5, -1.5], dtype=torch.float64, requires_grad=True)
     assert max_jacobian_error(DoubledSquare.apply, (x,)) == pytest.approx(3.0, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# 05_beyond_the_basics
+# ---------------------------------------------------------------------------------------------
+
+
+def test_05_writing_into_the_grad_output_of_a_sum_raises() -> None:
+    """Exercise 6a: grad_output.mul_(...) under y.sum() raises an error (the stride-0 view)."""
+    import torch
+
+    class P3InPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return 0.5 * (5 * x**3 - 3 * x)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output.mul_(1.5 * (5 * x**2 - 1))
+
+    x = torch.linspace(-2, 2, 7, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        P3InPlace.apply(x).sum().backward()
+
+
+def test_05_legendre_numbers() -> None:
+    """Exercise 6: P3(1) = 1, P3(1.001) is about 1.006; the tutorial's loop goes from a sum of squared
+    errors of 461.9 to 8.94."""
+    import torch
+
+    ns = notebook("05_beyond_the_basics")
+    P3 = ns["LegendrePolynomial3"].apply
+    assert float(P3(torch.tensor([1.0], dtype=torch.float64))[0]) == pytest.approx(1.0)
+    assert float(P3(torch.tensor([1.001], dtype=torch.float64))[0]) == pytest.approx(1.006, abs=5e-4)
+    x = torch.linspace(-math.pi, math.pi, 2000, dtype=torch.float64)
+    y = torch.sin(x)
+
+    def sse(a: float, b: float, c: float, d: float) -> float:
+        t = c + d * x
+        return float(((a + b * 0.5 * (5 * t**3 - 3 * t) - y) ** 2).sum())
+
+    assert sse(0.0, -1.0, 0.0, 0.3) == pytest.approx(461.9, abs=0.05)
+    assert sse(*ns["fit_legendre"](x, y)) == pytest.approx(8.94, abs=0.005)
+
+
+def test_05_numpy_cube_twice_names_once_differentiable() -> None:
+    """Exercise 3: differentiating NumpyCube twice raises a RuntimeError that names the decorator."""
+    import torch
+
+    NumpyCube = notebook("05_beyond_the_basics")["NumpyCube"]
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    (dx,) = torch.autograd.grad(NumpyCube.apply(x), x, g, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dx.sum().backward()
