@@ -8,6 +8,7 @@ defining a helper), executed as the notebook would execute them.
 from __future__ import annotations
 
 import math
+import re
 import time
 import warnings
 from functools import cache
@@ -570,3 +571,232 @@ def test_05_numpy_cube_twice_names_once_differentiable() -> None:
     (dx,) = torch.autograd.grad(NumpyCube.apply(x), x, g, create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         dx.sum().backward()
+
+
+# ---------------------------------------------------------------------------------------------
+# The try-it cells: self-contained after a kernel restart, and never "ok" for a known mistake
+# ---------------------------------------------------------------------------------------------
+
+STEMS = (
+    "01_linear_layer",
+    "02_two_layer_net",
+    "03_autograd_graph",
+    "04_custom_functions",
+    "05_beyond_the_basics",
+)
+
+
+def _exercises(stem: str) -> list[tuple[str, list[int]]]:
+    """For each tests cell: the source of the solution cells it grades (those since the previous
+    tests cell) and the indices of its try-it cells (the untagged code cells between the last of
+    those solution cells and the tests cell)."""
+    cells = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent").cells
+    found, solutions, try_its = [], [], []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code":
+            continue
+        kind = cell.metadata.get("title")
+        if kind == "solution":
+            solutions.append(cell.source)
+            try_its = []
+        elif kind is None and solutions:
+            try_its.append(i)
+        elif kind == "tests":
+            found.append(("\n".join(solutions), try_its))
+            solutions, try_its = [], []
+    return found
+
+
+def run_try_it(stem: str, index: int, mistake: str = "") -> tuple[bool, str]:
+    """Run cell ``index`` of the notebook in a fresh namespace holding only the set-up cell and the
+    solution cells above it (a restarted kernel in which the learner ran their own cells), after
+    ``mistake``, code that redefines one of the learner's functions. Returns whether every
+    comparison table of the cell said ok and the cell raised nothing, and what the cell printed (with
+    the error, if any)."""
+    import contextlib
+    import io
+
+    import matplotlib.pyplot as plt
+    import torch
+
+    cells = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent").cells
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    tables: list[Any] = []
+    printed = io.StringIO()
+    default_dtype = torch.get_default_dtype()
+    try:
+        for cell in cells[:index]:
+            if cell.cell_type == "code" and cell.metadata.get("title") in ("locked", "solution"):
+                exec(compile(cell.source, f"{stem}.py", "exec"), namespace)
+        exec(compile(mistake, "mistake", "exec"), namespace)
+        compare = namespace["compare"]
+
+        def recording_compare(*args: Any, **kwargs: Any) -> Any:
+            table = compare(*args, **kwargs)
+            tables.append(table)
+            return table
+
+        namespace["compare"] = recording_compare
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(cells[index].source, f"{stem}.py, cell {index + 1}", "exec"), namespace)
+            except Exception as error:  # the learner sees the error: a verdict, but not "ok"
+                return False, printed.getvalue() + f"\n{type(error).__name__}: {error}"
+    finally:
+        torch.set_default_dtype(default_dtype)
+        plt.close("all")
+    return all(t.all_ok for t in tables), printed.getvalue()
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_try_it_cells_run_after_a_restart_and_say_ok_for_the_solution(stem: str) -> None:
+    """Each try-it cell needs only the set-up cell and the exercise cells, and passes the solution:
+    every table row ok, no line that says WRONG."""
+    exercises = _exercises(stem)
+    assert exercises and all(try_its for _, try_its in exercises), stem
+    for _, try_its in exercises:
+        for index in try_its:
+            ok, printed = run_try_it(stem, index)
+            assert ok, (stem, index, printed)
+            assert "WRONG" not in printed, (stem, index, printed)
+
+
+MISTAKES = {
+    "mse divided by N (01)": (
+        "01_linear_layer",
+        "mse_loss",
+        """
+def mse_loss(pred, target):
+    diff = pred - target
+    return float(np.sum(diff**2) / pred.shape[0]), 2 * diff / pred.shape[0]
+""",
+    ),
+    "numerical_gradient restores x by arithmetic (01)": (
+        "01_linear_layer",
+        "numerical_gradient",
+        """
+def numerical_gradient(f, x, h=1e-5):
+    grad = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        x[i] += h; a = f(x); x[i] -= 2 * h; b = f(x); x[i] += h
+        grad[i] = (a - b) / (2 * h)
+    return grad
+""",
+    ),
+    "relu writes into dout (02)": (
+        "02_two_layer_net",
+        "relu_backward",
+        """
+def relu_backward(dout, cache):
+    dout[cache <= 0] = 0
+    return dout
+""",
+    ),
+    "naive sigmoid (02)": (
+        "02_two_layer_net",
+        "sigmoid_forward",
+        """
+def sigmoid_forward(x):
+    s = 1 / (1 + np.exp(-x))
+    return s, s
+""",
+    ),
+    "softmax gradient without 1/N (02)": (
+        "02_two_layer_net",
+        "softmax_cross_entropy",
+        """
+_correct = softmax_cross_entropy
+def softmax_cross_entropy(scores, y):
+    loss, dscores = _correct(scores, y)
+    return loss, dscores * scores.shape[0]
+""",
+    ),
+    "breadth-first order (03)": (
+        "03_autograd_graph",
+        "backward_order",
+        """
+def backward_order(result):
+    nodes, seen = [result.grad_fn], {result.grad_fn}
+    for node in nodes:
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                nodes.append(child)
+    return [type(n).__name__ for n in nodes]
+""",
+    ),
+    "sgd_step without clearing the gradients (03)": (
+        "03_autograd_graph",
+        "sgd_step",
+        """
+def sgd_step(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+""",
+    ),
+    "MyReLU writes into grad_output (04)": (
+        "04_custom_functions",
+        "MyReLU",
+        """
+class MyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x <= 0] = 0
+        return grad_output
+""",
+    ),
+    "LinearFunction ignores needs_input_grad (04)": (
+        "04_custom_functions",
+        "LinearFunction",
+        """
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        return output if bias is None else output + bias
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_bias = None if bias is None else grad_output.sum(0)
+        return grad_output.mm(weight), grad_output.t().mm(input), grad_bias
+""",
+    ),
+    "Legendre backward in place (05)": (
+        "05_beyond_the_basics",
+        "LegendrePolynomial3",
+        """
+class LegendrePolynomial3(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return 0.5 * (5 * input**3 - 3 * input)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return grad_output.mul_(1.5 * (5 * input**2 - 1))
+""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_try_it_cells_do_not_say_ok_for_a_known_mistake(name: str) -> None:
+    """The issue's examples and their kin: some try-it cell of the exercise flags each mistake, by a
+    table row that is not ok, a line that says WRONG, or an error."""
+    stem, function, mistake = MISTAKES[name]
+    (try_its,) = [
+        t for source, t in _exercises(stem) if re.search(rf"^(def|class) {function}\(", source, re.M)
+    ]
+    verdicts = [run_try_it(stem, index, mistake) for index in try_its]
+    assert any(not ok or "WRONG" in printed for ok, printed in verdicts), verdicts
