@@ -60,9 +60,10 @@ torch.set_default_dtype(torch.float64)
 # the old `forward(ctx, ...)` in two:
 #
 # - `forward(input, weight, bias=None)`: no `ctx`, only the computation, returns the output;
-# - `setup_context(ctx, inputs, output)`: receives the tuple of inputs exactly as passed to
-#   `apply` (so `inputs` has two elements for `apply(x, W)`) and the output, and saves what
-#   `backward` needs with `ctx.save_for_backward`;
+# - `setup_context(ctx, inputs, output)`: receives the tuple of inputs and the output, and saves
+#   what `backward` needs with `ctx.save_for_backward`. In the PyTorch this course pins, `apply`
+#   fills in forward's defaults first, so `inputs` has three elements even for `apply(x, W)`, the
+#   last one None (the test file checks this), and `ctx.needs_input_grad` has three entries too;
 # - `backward(ctx, grad_output)`: unchanged from notebook 04.
 #
 # For `vmap`, set the class attribute `generate_vmap_rule = True`: PyTorch then vmaps your `forward`
@@ -77,9 +78,9 @@ torch.set_default_dtype(torch.float64)
 #
 # <details><summary>Hint 1</summary>
 #
-# `setup_context` gets `inputs` exactly as passed to `apply`: a tuple of two after `apply(x, W)`, of
-# three after `apply(x, W, b)` or `apply(x, W, None)`. Make it always three before unpacking, for
-# example by appending None and keeping the first three.
+# `inputs` is `(input, weight, bias)`, with `bias` None when it was left out, so it unpacks into three
+# names directly. If you want code that does not rely on the defaults being filled in, append None and
+# keep the first three before unpacking: that works either way.
 #
 # </details>
 #

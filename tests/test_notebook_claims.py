@@ -800,3 +800,62 @@ def test_try_it_cells_do_not_say_ok_for_a_known_mistake(name: str) -> None:
     ]
     verdicts = [run_try_it(stem, index, mistake) for index in try_its]
     assert any(not ok or "WRONG" in printed for ok, printed in verdicts), verdicts
+
+
+def test_05_setup_context_gets_forwards_defaults_filled_in() -> None:
+    """Exercise 1: setup_context receives three inputs even for apply(x, W), the last None, and
+    needs_input_grad has three entries."""
+    import torch
+
+    seen: list[int] = []
+
+    class Recorder(torch.autograd.Function):
+        @staticmethod
+        def forward(input, weight, bias=None):
+            return input @ weight.T
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            seen.append(inputs)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            seen.append(ctx.needs_input_grad)
+            return grad_output @ torch.ones(5, 3, dtype=grad_output.dtype), None, None
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(5, 3, dtype=torch.float64)
+    Recorder.apply(x, W).sum().backward()
+    assert len(seen[0]) == 3 and seen[0][2] is None
+    assert seen[1] == (True, False, False)
+
+
+def test_05_ctx_features() -> None:
+    """Exercise 4: a non-differentiable output gets requires_grad False and backward still receives a
+    gradient for it (zeros); InplaceReLU on a leaf that requires grad is refused."""
+    import torch
+
+    received: list[Any] = []
+
+    class MaxRecording(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, scores):
+            values, indices = scores.max(dim=1)
+            ctx.mark_non_differentiable(indices)
+            return values, indices
+
+        @staticmethod
+        def backward(ctx, grad_values, grad_indices):
+            received.append(grad_indices)
+            return torch.zeros(4, 5, dtype=torch.float64)
+
+    scores = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    values, indices = MaxRecording.apply(scores)
+    assert not indices.requires_grad
+    values.sum().backward()
+    assert received[0] is not None and not received[0].any()
+
+    InplaceReLU = notebook("05_beyond_the_basics")["InplaceReLU"]
+    leaf = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        InplaceReLU.apply(leaf)
