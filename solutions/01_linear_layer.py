@@ -404,7 +404,7 @@ def mse_loss(pred: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean squared error over all elements, and its gradient with respect to ``pred``.
 
     loss  = sum((pred - target) ** 2) / (N * M)
-    dpred = dloss / dpred, element by element
+    dpred = the gradient of loss with respect to pred, shaped like pred
 
     Args:
         pred: predictions, (N, M).
