@@ -178,7 +178,8 @@ def numerical_gradient(f: Callable[[np.ndarray], float], x: np.ndarray, h: float
 # worked out exactly: $\big((x + h)^3 - (x - h)^3\big) / (2h) = (6x^2 h + 2h^3) / (2h) = 3x^2 + h^2$.
 # With h = 1e-3 a correct function therefore returns $3x^2 + 10^{-6}$ (up to rounding), while one that
 # ignores `h` and steps by 1e-5 returns about $3x^2 + 10^{-10}$, 1e-6 away: more than the tolerance.
-# That case runs on a 1-D and on a 3-D array. The last lines say whether x is bit for bit unchanged.
+# That case runs on a 1-D and on a 3-D array. The first lines compare each array after your function
+# ran with a copy taken before, bit for bit.
 
 # %%
 rng = np.random.default_rng(0)
@@ -193,7 +194,10 @@ grad_cube_1d = numerical_gradient(lambda x: np.sum(x**3), x_1d, h=h)
 grad_cube_3d = numerical_gradient(lambda x: np.sum(x**3), x_3d, h=h)
 
 for name, x in {"x_2d": x_2d, "x_1d": x_1d, "x_3d": x_3d}.items():
-    print(f"{name} unchanged:", np.array_equal(x, before[name]))
+    same = np.array_equal(x, before[name])  # bit for bit: a tolerance would hide a last-bit change
+    print(
+        f"{name} unchanged, bit for bit: {'ok' if same else 'WRONG, some elements were not restored exactly'}"
+    )
 compare(
     tol=FINITE_DIFFERENCE,
     grad_sin=(grad_sin, np.sin(before["x_2d"]) + before["x_2d"] * np.cos(before["x_2d"])),
@@ -323,7 +327,7 @@ def linear_backward(dout: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndar
 # cannot move the reference. The layer is linear in each of its inputs, so the centred difference has
 # no truncation error here; only rounding is left, and you should see max abs errors around 1e-10 (if
 # your `numerical_gradient` passed its test). An error near 1e-3 or larger is a bug, and the verdict
-# column names the likely one. The last line says whether your functions left their inputs unchanged.
+# column names the likely one. The last rows say whether your functions left their inputs unchanged.
 
 # %%
 rng = np.random.default_rng(1)
@@ -343,16 +347,15 @@ def layer_loss(x: np.ndarray, W: np.ndarray, b: np.ndarray) -> float:
 out, cache = linear_forward(x, W, b)
 dx, dW, db = linear_backward(dout, cache)
 
-print(
-    "inputs unchanged:",
-    all(np.array_equal(a, a0) for a, a0 in [(x, x0), (W, W0), (b, b0), (dout, dout0)]),
-)
 compare(
     tol=FINITE_DIFFERENCE,
     out=(out, np.einsum("nd,md->nm", x0, W0) + b0),
     dx=(dx, numerical_gradient(lambda x_: layer_loss(x_, W0, b0), x0.copy())),
     dW=(dW, numerical_gradient(lambda W_: layer_loss(x0, W_, b0), W0.copy())),
     db=(db, numerical_gradient(lambda b_: layer_loss(x0, W0, b_), b0.copy())),
+    x_afterwards=(x, x0),  # your functions must leave their inputs as they were
+    W_afterwards=(W, W0),
+    dout_afterwards=(dout, dout0),
 )
 
 # %% tests grade_id="test_linear_layer" points=4
@@ -410,7 +413,7 @@ def mse_loss(pred: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean squared error over all elements, and its gradient with respect to ``pred``.
 
     loss  = sum((pred - target) ** 2) / (N * M)
-    dpred = dloss / dpred, element by element
+    dpred = the gradient of loss with respect to pred, shaped like pred
 
     Args:
         pred: predictions, (N, M).
@@ -458,13 +461,14 @@ def mse_reference(p: np.ndarray) -> float:
 
 
 loss, dpred = mse_loss(pred, target)
-print("inputs unchanged:", np.array_equal(pred, pred0) and np.array_equal(target, target0))
 compare(
     tol=FINITE_DIFFERENCE,
     loss_one_column=(loss_one_column, 7.0),
     loss_two_rows=(loss_two_rows, 10 / 6),
     loss=(loss, mse_reference(pred0)),
     dpred=(dpred, numerical_gradient(mse_reference, pred0.copy())),
+    pred_afterwards=(pred, pred0),  # your function must leave its inputs as they were
+    target_afterwards=(target, target0),
 )
 
 # %% tests grade_id="test_mse_loss" points=3

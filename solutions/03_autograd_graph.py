@@ -329,9 +329,9 @@ def backward_order(result: torch.Tensor) -> list[str]:
 # network of Exercise 1 with `reg > 0`, where the `AccumulateGrad` nodes of `W1` and `W2` must come after
 # both of the nodes that feed them. For each, it prints your list and a verdict: whether your names can
 # be matched to the graph's nodes, each once, in an order where every node comes after all of its
-# parents. The same verdict is printed for a breadth-first walk and for a depth-first walk that lists
-# each node when it first reaches it, the two orders the text says fail on the diamond. The picture of
-# the network shows its two-parent nodes with a red arrow.
+# parents. The lines `breadth_first` and `first_reached` say whether a breadth-first walk, and a
+# depth-first walk that lists each node when it first reaches it, give a valid order: the text says
+# both fail on the diamond. The picture of the network shows its two-parent nodes with a red arrow.
 
 # %%
 from functools import cache
@@ -352,11 +352,11 @@ def graph_of(result: torch.Tensor) -> tuple[list, list[str], list[set[int]]]:
     return nodes, [type(n).__name__ for n in nodes], parents
 
 
-def verdict(listed: list[str], result: torch.Tensor) -> str:
-    """'ok' when the listed names can be matched to the graph's nodes in a valid backward order."""
+def problem(listed: list[str], result: torch.Tensor) -> str | None:
+    """None when the listed names can be matched to the graph's nodes in a valid backward order."""
     _, names, parents = graph_of(result)
     if sorted(map(str, listed)) != sorted(names):
-        return f"WRONG: the graph's nodes are {sorted(names)}"
+        return f"the graph's nodes are {sorted(names)}"
 
     @cache
     def can_finish(done: frozenset) -> bool:  # can listed[len(done):] be matched, given `done`?
@@ -368,7 +368,7 @@ def verdict(listed: list[str], result: torch.Tensor) -> str:
             for i in range(len(names))
         )
 
-    return "ok" if can_finish(frozenset()) else "WRONG: some node is listed before one of its parents"
+    return None if can_finish(frozenset()) else "some node is listed before one of its parents"
 
 
 def breadth_first(result: torch.Tensor) -> list[str]:
@@ -409,9 +409,10 @@ graphs["network"] = F.cross_entropy(scores, y) + 0.05 * (
 
 for name, result in graphs.items():
     yours = backward_order(result)
-    print(f"{name}: {yours}\n  yours: {verdict(yours, result)}")
-    print(f"  breadth first: {verdict(breadth_first(result), result)}")
-    print(f"  first reached: {verdict(first_reached(result), result)}")
+    found = problem(yours, result)
+    print(f"{name}: {yours}\n  yours: {'ok' if found is None else 'WRONG: ' + found}")
+    for walk in (breadth_first, first_reached):
+        print(f"  {walk.__name__}: {'valid' if problem(walk(result), result) is None else 'not valid'}")
 draw_graph(graphs["network"], names=params, title="the network, reg > 0")
 plt.show()
 

@@ -111,28 +111,44 @@ def torch_grads(fn, inputs, grad_output):
 # ## Exercise 1: elementwise Functions (3 points)
 #
 # Three small Functions, each with an elementwise backward `grad_input = grad_output * f'(x)` as in
-# notebook 02, now written in the shape autograd expects.
+# notebook 02, now written in the shape autograd expects. Deriving each $f'$ and deciding what
+# backward returns for every forward input is the exercise.
 #
-# | Function | forward | backward returns | saves |
-# |---|---|---|---|
-# | `MulConstant.apply(x, c)` | $c\,x$, `c` a Python number | `grad_output * c`, `None` | `c`, on ctx |
-# | `Exp.apply(x)` | $e^x$ | `grad_output * result` | its **output** `result` |
-# | `MyReLU.apply(x)` | $\max(0, x)$ | `grad_output` where $x > 0$, else 0 | `x` |
+# | Function | forward | saves |
+# |---|---|---|
+# | `MulConstant.apply(x, c)` | $c\,x$, `c` a Python number | `c`, on ctx |
+# | `Exp.apply(x)` | $e^x$ | its **output** `result` |
+# | `MyReLU.apply(x)` | $\max(0, x)$ | `x` |
 #
-# `Exp` saves its output rather than its input: the derivative of $e^x$ is $e^x$ itself, already
-# computed, so backward does one multiplication and no second `exp`. Saving an output works exactly
-# like saving an input: `ctx.save_for_backward(result)`. `MyReLU` follows `torch.relu`'s convention,
-# gradient 0 at exactly $x = 0$.
+# `Exp` saves its output rather than its input, because its backward can be written with the output
+# alone, with no second `exp` (the hint under 1b says how, if you need it). Saving an output works
+# exactly like saving an input: `ctx.save_for_backward(result)`. `MyReLU` follows `torch.relu`'s
+# convention, gradient 0 at exactly $x = 0$.
 #
 # **Shapes.** `x`, the output, `grad_output` and `grad_input` all have the same shape. **Expected
 # error**: about 1e-16 against PyTorch in float64. Never modify `grad_output` in place
-# (`grad_output[x <= 0] = 0`): it belongs to the caller, and for `out.sum().backward()` it is an
-# expanded tensor whose elements all share one memory location, so the write fails.
+# (`grad_output[x <= 0] = 0`): it belongs to the caller, who may still need it. Worse, for
+# `out.sum().backward()` it is an expanded tensor whose elements all share one memory location: the
+# write prints two deprecation warnings, zeroes that one location, and so silently turns the whole
+# gradient into zeros (the test file measures exactly this).
 #
 # The checks also look inside `ctx`: a tensor kept as a ctx attribute loses points, as does `Exp`
 # saving anything other than its output.
 #
 # ### 1a. MulConstant (1 point)
+#
+# <details><summary>Hint 1</summary>
+#
+# The derivative of $c\,x$ with respect to $x$ is $c$, element by element. Backward returns one entry
+# per forward input, in order: what is the entry for `c`, which is not a tensor?
+#
+# </details>
+#
+# <details><summary>Hint 2: the formula</summary>
+#
+# `return grad_output * ctx.constant, None`.
+#
+# </details>
 
 
 # %% solution grade_id="mul_constant"
@@ -152,7 +168,7 @@ class MulConstant(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
-        """Return ``(grad_output * constant, None)``: the constant, a Python number, has no gradient."""
+        """One gradient per forward input: dL/dx (the shape of x), then one for the constant."""
         ### BEGIN SOLUTION
         return grad_output * ctx.constant, None
         ### END SOLUTION
@@ -161,16 +177,18 @@ class MulConstant(torch.autograd.Function):
 # %% [markdown]
 # Try it: your forward and your backward called directly, against PyTorch's `x * 2.5`. `out.grad_fn`
 # is the ctx your forward filled in, so `MulConstant.backward(out.grad_fn, g)` runs your backward
-# alone, exactly as written. Every row should say `ok`.
+# alone, exactly as written. The reference is computed from copies taken before your code runs, and
+# the last row checks that your backward left `g` as it was. Every row should say `ok`.
 
 # %%
 x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
 g = torch.randn(3, 4, dtype=torch.float64)
+out_ref, (grad_x_ref, _) = torch_grads(lambda t, c: t * c, (x, 2.5), g.clone())
+g0 = g.clone()  # taken before your code runs
 out = MulConstant.apply(x, 2.5)
 grad_x, grad_constant = MulConstant.backward(out.grad_fn, g)
-out_ref, (grad_x_ref, _) = torch_grads(lambda t, c: t * c, (x, 2.5), g)
-print("grad for the constant:", grad_constant)
-compare(out=(out, out_ref), grad_x=(grad_x, grad_x_ref))
+print("gradient for the constant:", grad_constant, "(should be None)")
+compare(out=(out, out_ref), grad_x=(grad_x, grad_x_ref), g_afterwards=(g, g0))
 
 # %% tests grade_id="test_mul_constant" points=1
 """MulConstant matches x * c, returns None for the constant, and keeps tensors off ctx."""
@@ -182,6 +200,18 @@ score
 
 # %% [markdown]
 # ### 1b. Exp (1 point)
+#
+# <details><summary>Hint 1</summary>
+#
+# The derivative of $e^x$ is $e^x$: the very tensor forward returned and saved.
+#
+# </details>
+#
+# <details><summary>Hint 2: the formula</summary>
+#
+# `(result,) = ctx.saved_tensors`, then `return grad_output * result`.
+#
+# </details>
 
 
 # %% solution grade_id="exp"
@@ -199,7 +229,7 @@ class Exp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor) -> torch.Tensor:
-        """Return ``grad_output * result``, with result read from ``ctx.saved_tensors``."""
+        """Return dL/dx, the shape of x, using the output that forward saved (``ctx.saved_tensors``)."""
         ### BEGIN SOLUTION
         (result,) = ctx.saved_tensors
         return grad_output * result
@@ -209,20 +239,18 @@ class Exp(torch.autograd.Function):
 # %% [markdown]
 # Try it, then see the version counter at work: doubling the output in place after forward makes
 # backward refuse to run, because the tensor it saved has changed. (Had `Exp` kept its output as
-# `ctx.result`, backward would have run and returned a gradient twice too large, with no error.)
+# `ctx.result`, backward would have run and returned a gradient twice too large, with no error; the
+# test file checks that too.)
 
 # %%
 x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
 g = torch.randn(3, 4, dtype=torch.float64)
+out_ref, (grad_ref,) = torch_grads(torch.exp, (x,), g.clone())
+g0 = g.clone()  # taken before your code runs
 out = Exp.apply(x)
-out_ref, (grad_ref,) = torch_grads(torch.exp, (x,), g)
-print(compare(out=(out, out_ref), grad_x=(Exp.backward(out.grad_fn, g), grad_ref)))
-print(
-    "saved tensors:",
-    len(out.grad_fn.saved_tensors),
-    "- the output itself:",
-    out.grad_fn.saved_tensors[0].equal(out),
-)
+print(compare(out=(out, out_ref), grad_x=(Exp.backward(out.grad_fn, g), grad_ref), g_afterwards=(g, g0)))
+saved = out.grad_fn.saved_tensors
+print("saved tensors:", len(saved), "- the output itself:", len(saved) == 1 and saved[0].equal(out))
 with torch.no_grad():
     out.mul_(2)
 try:
@@ -240,6 +268,19 @@ score
 
 # %% [markdown]
 # ### 1c. MyReLU (1 point)
+#
+# <details><summary>Hint 1</summary>
+#
+# The same derivative as notebook 02's ReLU: 1 where $x > 0$, 0 elsewhere (also at exactly 0). A
+# comparison of tensors gives a boolean tensor, which multiplies like 0 and 1.
+#
+# </details>
+#
+# <details><summary>Hint 2: the formula</summary>
+#
+# `(x,) = ctx.saved_tensors`, then `return grad_output * (x > 0)`: a new tensor, `grad_output` untouched.
+#
+# </details>
 
 
 # %% solution grade_id="my_relu"
@@ -256,9 +297,9 @@ class MyReLU(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor) -> torch.Tensor:
-        """Return grad_output where x > 0 and 0 elsewhere, as a new tensor.
+        """Return dL/dx (the shape of x), gradient 0 at exactly x == 0, as a new tensor.
 
-        Hint: ``grad_output * (x > 0)`` leaves grad_output unchanged.
+        Never write into grad_output.
         """
         ### BEGIN SOLUTION
         (x,) = ctx.saved_tensors
@@ -267,17 +308,28 @@ class MyReLU(torch.autograd.Function):
 
 
 # %% [markdown]
-# Try it on an input with exact zeros, through `.backward()` this time, against `torch.relu`.
+# Try it on an input with exact zeros, through `.backward()` this time, against `torch.relu`: once with
+# a random upstream gradient `g` (the reference computed from copies taken before your code runs, and
+# the last row checking that `g` is unchanged), and once through `out.sum().backward()`, where the
+# upstream gradient is the expanded tensor of ones described above.
 
 # %%
 x = torch.randn(3, 4, dtype=torch.float64)
 x[0, :2] = 0.0
 x.requires_grad_(True)
 g = torch.randn(3, 4, dtype=torch.float64)
+out_ref, (grad_ref,) = torch_grads(torch.relu, (x,), g.clone())
+_, (grad_sum_ref,) = torch_grads(lambda t: torch.relu(t).sum(), (x,), None)
+g0 = g.clone()  # taken before your code runs
+
 out = MyReLU.apply(x)
 out.backward(g)
-out_ref, (grad_ref,) = torch_grads(torch.relu, (x,), g)
-compare(out=(out, out_ref), grad_x=(x.grad, grad_ref))
+grad_x = x.grad.clone()
+x.grad = None
+MyReLU.apply(x).sum().backward()
+compare(
+    out=(out, out_ref), grad_x=(grad_x, grad_ref), grad_x_of_sum=(x.grad, grad_sum_ref), g_afterwards=(g, g0)
+)
 
 # %% tests grade_id="test_my_relu" points=1
 """MyReLU matches torch.relu, with gradient 0 at x == 0, and leaves grad_output unchanged."""
@@ -294,13 +346,12 @@ score
 # notebook 01 as a Function, in the `nn.Linear` convention (a weight is (out, in)):
 #
 # $$\text{output} = \text{input}\, W^\top + b, \qquad
-# \frac{\partial L}{\partial\, \text{input}} = G\, W, \quad
-# \frac{\partial L}{\partial W} = G^\top\, \text{input}, \quad
-# \frac{\partial L}{\partial b} = \textstyle\sum_n G_{n,:},$$
+# \text{output}[n, o] = \sum_i \text{input}[n, i]\, W[o, i] + b[o].$$
 #
-# with $G$ = `grad_output`. **Shapes**: input (N, in), weight (out, in), bias (out,) or absent,
-# output and `grad_output` (N, out); `grad_input` (N, in), `grad_weight` (out, in), `grad_bias`
-# (out,). **Expected error**: about 1e-16 in float64.
+# **Shapes**: input (N, in), weight (out, in), bias (out,) or absent, output and `grad_output`
+# (N, out); `grad_input` (N, in), `grad_weight` (out, in), `grad_bias` (out,). **Expected error**:
+# about 1e-16 in float64. You derived the three gradients in notebook 01, with `dout` for
+# `grad_output`; here they are torch operations (`@` or `.mm`, `.t()`, `.sum`).
 #
 # Three things make it more than notebook 01's `linear_backward`:
 #
@@ -308,14 +359,39 @@ score
 #   `LinearFunction.apply(x, W)` (forward's default applies) and `LinearFunction.apply(x, W, None)`.
 #   `ctx.save_for_backward` accepts None, so saving `(input, weight, bias)` works in both cases;
 #   backward then returns `None` for the bias.
-# - **`ctx.needs_input_grad`** is a tuple of three bools, one per input. Compute each gradient only
-#   when its entry is True and return None otherwise: a frozen weight (fine-tuning) or an input that
-#   is data (the first layer) should not cost a matrix product. The checks run cases where only the
-#   weight, only the input, or only the bias requires grad.
-# - **Exact shapes.** If backward returns `grad_output` itself for the bias, shape (N, out), autograd
-#   sums it over the batch for you, because it can be reduced to the bias's shape: `.backward()` and
-#   even `gradcheck` pass. It is still a wrong answer, and the check, which calls your backward
-#   directly, reports it. Sum it yourself: `grad_output.sum(0)`.
+# - **`ctx.needs_input_grad`** has one bool per input passed to `apply`: three for
+#   `apply(x, W, b)` and for `apply(x, W, None)` (the entry of None is False), but only two for
+#   `apply(x, W)`, where the default was used. Compute each gradient only when it is asked for and
+#   return None otherwise: a frozen weight (fine-tuning) or an input that is data (the first layer)
+#   should not cost a matrix product. The checks run cases where only the weight, only the input, or
+#   only the bias requires grad. Reading `ctx.needs_input_grad[2]` after `apply(x, W)` raises an
+#   `IndexError`, so find out whether there is a bias before you look at its entry.
+# - **Exact shapes.** If backward returns a bias gradient of the wrong shape that can be reduced to
+#   the bias's shape, such as `grad_output` itself, (N, out), autograd sums it over the batch for you:
+#   `.backward()` and even `gradcheck` pass. It is still a wrong answer, and the check, which calls
+#   your backward directly, reports it. Return exactly the shape (out,).
+#
+# <details><summary>Hint 1</summary>
+#
+# Notebook 01's sums, in this notation: the gradient of input[n, i] sums `grad_output[n, o] * W[o, i]`
+# over o; that of W[o, i] sums `grad_output[n, o] * input[n, i]` over n; that of b[o] sums
+# `grad_output[n, o]` over n. Check each result's shape against the list above.
+#
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# Start with `grad_input = grad_weight = grad_bias = None`, and fill in each one under an `if` on its
+# entry of `ctx.needs_input_grad` (for the bias, test `bias is not None` first).
+#
+# </details>
+#
+# <details><summary>Hint 3: the formulas</summary>
+#
+# `grad_input = grad_output.mm(weight)`, `grad_weight = grad_output.t().mm(input)`,
+# `grad_bias = grad_output.sum(0)`.
+#
+# </details>
 
 
 # %% solution grade_id="linear_function"
@@ -344,7 +420,7 @@ class LinearFunction(torch.autograd.Function):
         """grad_output (N, out) -> (grad_input (N, in), grad_weight (out, in), grad_bias (out,)).
 
         Each is computed only if ``ctx.needs_input_grad`` asks for it, else None; grad_bias is None
-        when there is no bias.
+        when there is no bias. Each has exactly the shape of its input.
         """
         ### BEGIN SOLUTION
         input, weight, bias = ctx.saved_tensors
@@ -361,30 +437,52 @@ class LinearFunction(torch.autograd.Function):
 
 # %% [markdown]
 # Try it: forward and backward called directly against `F.linear`, with sizes that are all different
-# (N=4, in=3, out=5) so that a transposed gradient cannot have the right shape; then with only the
-# weight requiring grad, where `grad_input` and `grad_bias` should come back as None.
+# (N=4, in=3, out=5) so that a transposed gradient cannot have the right shape, and the reference
+# computed from copies taken before your code runs. Then the bias left out both ways, and three cases
+# where only one input requires grad: the lines say whether each gradient comes back as None exactly
+# when it should, and with its input's shape otherwise.
 
 # %%
 x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
 W = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
 b = torch.randn(5, dtype=torch.float64, requires_grad=True)
 g = torch.randn(4, 5, dtype=torch.float64)
+out_ref, (gx_ref, gW_ref, gb_ref) = torch_grads(F.linear, (x, W, b), g.clone())
+out_nobias_ref, (gx_nb_ref, gW_nb_ref, _) = torch_grads(F.linear, (x, W, None), g.clone())
+g0 = g.clone()  # taken before your code runs
+
 out = LinearFunction.apply(x, W, b)
 grad_input, grad_weight, grad_bias = LinearFunction.backward(out.grad_fn, g)
-out_ref, (gx_ref, gW_ref, gb_ref) = torch_grads(F.linear, (x, W, b), g)
+out_default = LinearFunction.apply(x, W)  # the default bias=None
+grads_default = LinearFunction.backward(out_default.grad_fn, g)
+out_none = LinearFunction.apply(x, W, None)
+grads_none = LinearFunction.backward(out_none.grad_fn, g)
 print(
     compare(
         out=(out, out_ref),
         grad_input=(grad_input, gx_ref),
         grad_weight=(grad_weight, gW_ref),
         grad_bias=(grad_bias, gb_ref),
+        out_default=(out_default, out_nobias_ref),
+        grad_weight_default=(grads_default[1], gW_nb_ref),
+        out_none=(out_none, out_nobias_ref),
+        grad_input_none=(grads_none[0], gx_nb_ref),
+        g_afterwards=(g, g0),
     )
 )
-frozen = LinearFunction.apply(x.detach(), W, b.detach())
-print("needs_input_grad:", frozen.grad_fn.needs_input_grad)
-print(
-    "returned:", [None if t is None else tuple(t.shape) for t in LinearFunction.backward(frozen.grad_fn, g)]
-)
+print("the bias gradient of apply(x, W, None):", grads_none[2], "(should be None)")
+for wanted in ("input", "weight", "bias"):
+    inputs = [
+        t.detach().clone().requires_grad_(name == wanted)
+        for t, name in zip((x, W, b), ("input", "weight", "bias"), strict=True)
+    ]
+    returned = LinearFunction.backward(LinearFunction.apply(*inputs).grad_fn, g)
+    right = all(
+        (r is None) == (not t.requires_grad) and (r is None or r.shape == t.shape)
+        for r, t in zip(returned, inputs, strict=True)
+    )
+    shapes = [None if r is None else tuple(r.shape) for r in returned]
+    print(f"only {wanted:6} requires grad: returned {shapes}: {'ok' if right else 'WRONG'}")
 
 # %% tests grade_id="test_linear_function" points=6
 """LinearFunction matches F.linear: every gradient's exact shape and value, needs_input_grad, no bias."""
@@ -403,16 +501,37 @@ score
 #    call `forward` yourself: without `apply` there is no ctx and no node.)
 # 2. `out.backward(g)` (or `torch.autograd.grad`) hands `g` to the **engine**, which walks the whole
 #    graph: it calls each node's backward, checks that every returned gradient fits its input,
-#    sum-reduces a gradient that was broadcast (that is how the (N, out) `grad_bias` gets repaired),
+#    sum-reduces a gradient that was broadcast (that is how an (N, out) `grad_bias` gets repaired),
 #    and accumulates the results into the leaves' `.grad`.
-# 3. `out.grad_fn.apply(g)` runs **this one node** and nothing else: it calls your backward with
-#    `ctx = out.grad_fn` and returns what backward returned, a tuple with one entry per forward input,
-#    unchecked and unreduced. No other node runs, no `.grad` is filled in.
+# 3. Running **this one node** and nothing else: your backward called with `ctx = out.grad_fn`,
+#    returning what backward returned, a tuple with one entry per forward input, unchecked and
+#    unreduced. No other node runs, no `.grad` is filled in.
 #
 # Way 3 is how you debug a backward in place, and it is what the checks of this notebook do.
 # Write `backward_by_hand`, which takes any linear-like Function class and returns what way 3 gives.
 # The check calls it with a Function of its own whose backward returns the bias gradient unsummed,
-# so the difference from way 2 shows.
+# so the difference from way 2 shows; so does the try-it cell.
+#
+# <details><summary>Hint 1</summary>
+#
+# Way 2 is out of the question: `.backward()` and `torch.autograd.grad` go through the engine. What
+# you need is on the node itself, `out.grad_fn`: it is the ctx your forward filled in, and it is
+# callable. Look at what it offers with `dir(out.grad_fn)`.
+#
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# A node, like a Function class, has an `apply` method. The node's `apply` takes the upstream gradient
+# and runs the node's backward with the node as ctx.
+#
+# </details>
+#
+# <details><summary>Hint 3: the answer line</summary>
+#
+# `out = function.apply(x, W, b)`, then `out.grad_fn.apply(grad)`.
+#
+# </details>
 
 
 # %% solution grade_id="backward_by_hand"
@@ -437,18 +556,41 @@ def backward_by_hand(
 
 
 # %% [markdown]
-# Try it with your `LinearFunction`: the tuple matches what `.backward()` leaves in `.grad`, and
-# `.grad` itself stays empty.
+# Try it with a Function whose backward returns the bias gradient unsummed, (N, out), as the check's
+# does. Way 3 must return exactly that: the rows compare your tuple with `F.linear`'s gradients for
+# the input and the weight, and with `g` itself, unsummed, for the bias (a summed (out,) bias gradient
+# means your function went through the engine). The last line says whether any `.grad` was filled in.
+
 
 # %%
+class UnsummedBias(torch.autograd.Function):
+    """F.linear, with a backward that returns the bias gradient unsummed: (N, out) instead of (out,)."""
+
+    @staticmethod
+    def forward(ctx, x, W, b):
+        ctx.save_for_backward(x, W)
+        return F.linear(x, W, b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, W = ctx.saved_tensors
+        _, (grad_x, grad_W, _) = torch_grads(F.linear, (x, W, None), grad_output)
+        return grad_x, grad_W, grad_output.clone()
+
+
 x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
 W = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
 b = torch.randn(5, dtype=torch.float64, requires_grad=True)
 g = torch.randn(4, 5, dtype=torch.float64)
-by_hand = backward_by_hand(LinearFunction, x, W, b, g)
-print("x.grad after backward_by_hand:", x.grad)
-_, refs = torch_grads(F.linear, (x, W, b), g)
-compare(grad_input=(by_hand[0], refs[0]), grad_weight=(by_hand[1], refs[1]), grad_bias=(by_hand[2], refs[2]))
+_, refs = torch_grads(F.linear, (x, W, b), g.clone())
+g0 = g.clone()  # taken before your code runs
+by_hand = backward_by_hand(UnsummedBias, x, W, b, g)
+print("no .grad filled in:", x.grad is None and W.grad is None and b.grad is None)
+compare(
+    grad_input=(by_hand[0], refs[0]),
+    grad_weight=(by_hand[1], refs[1]),
+    grad_bias_unsummed=(by_hand[2], g0),
+)
 
 # %% tests grade_id="test_backward_by_hand" points=2
 """backward_by_hand returns exactly what the node's backward returns, unsummed and without touching .grad."""
@@ -471,8 +613,9 @@ score
 # It passes when $|J^{\text{an}} - J^{\text{num}}| \le 10^{-5} + 10^{-3} |J^{\text{num}}|$ everywhere.
 # In float64 the difference is about rounding / $\varepsilon$ = 1e-16 / 1e-6 = 1e-10, far inside.
 # In float32 each evaluation of $f$ is rounded to about 6e-8 relative, and dividing a difference of
-# two rounded values by $2\varepsilon$ amplifies that to about 6e-8 / 2e-6 ≈ 0.03: a correct
-# backward fails. That is why every check here is in float64.
+# two rounded values by $2\varepsilon$ amplifies that to about 6e-8 / 2e-6 ≈ 0.03 per unit of $|f|$
+# (on the small tanh layer of the try-it below we measure 0.04 to 0.15): a correct backward fails.
+# That is why every check here is in float64.
 
 # %%
 inputs64 = tuple(torch.randn(s, dtype=torch.float64, requires_grad=True) for s in [(4, 3), (5, 3), (5,)])
@@ -487,18 +630,46 @@ with warnings.catch_warnings():
 # number gradcheck compares with its tolerance: the largest absolute difference between the
 # analytical and the numerical Jacobian, over every input. Work in the dtype of the inputs (do not
 # convert them): the check calls it in float64, where it should be around 1e-10, and in float32,
-# where it should be around 1e-2. For the numerical Jacobian, perturb copies of the inputs
+# where it should be a few hundredths. For the numerical Jacobian, perturb copies of the inputs
 # (`t.detach().clone()`) under `torch.no_grad()`.
+#
+# A worked small case to test your understanding: for $f(x) = x^2$ on a vector of 2, the Jacobian is
+# the (2, 2) diagonal matrix with $2x_0$ and $2x_1$ on the diagonal. A backward that returns twice the
+# right gradient has the analytical Jacobian $\mathrm{diag}(4x_0, 4x_1)$, so the error is
+# $2 \max |x_i|$; the try-it cell plants exactly such a bug to see that your function notices it.
+#
+# <details><summary>Hint 1: the analytical Jacobian</summary>
+#
+# Row i of the Jacobian is the gradient of output element i alone: a backward pass with an upstream
+# gradient that is 1 at element i and 0 elsewhere (a one-hot tensor shaped like the output). One
+# backward per output element; the graph must survive the first one.
+#
+# </details>
+#
+# <details><summary>Hint 2: the analytical Jacobian</summary>
+#
+# `torch.autograd.grad(out, t, one_hot, retain_graph=True)` returns a tuple with the gradient with
+# respect to `t`, without touching `.grad`; flatten it into row i of a (number of outputs, number of
+# elements of t) matrix.
+#
+# </details>
+#
+# <details><summary>Hint 3: the numerical Jacobian</summary>
+#
+# Column j is the centred difference of the whole (flattened) output for element j of one input: set
+# that element of your copy to old + eps, evaluate `fn` on all the copies, set it to old - eps,
+# evaluate again, put old back. `copy.view(-1)[j]` reaches element j of a tensor of any shape.
+#
+# </details>
 
 
 # %% solution grade_id="max_jacobian_error"
 def max_jacobian_error(fn, inputs: tuple[torch.Tensor, ...], eps: float = 1e-6) -> float:
     """Largest |analytical - numerical| over all Jacobian entries of ``fn(*inputs)`` w.r.t. every input.
 
-    inputs: tensors that require grad, all of one dtype. The analytical Jacobian of output element i
-    is ``torch.autograd.grad(out, t, one_hot_i, retain_graph=True)``; the numerical one uses centred
-    differences ``(f(x + eps e_j) - f(x - eps e_j)) / (2 eps)``, computed in the inputs' dtype.
-    Returns a Python float.
+    inputs: tensors that require grad, all of one dtype. The analytical Jacobian comes from autograd
+    (your backward); the numerical one uses centred differences ``(f(x + eps e_j) - f(x - eps e_j))
+    / (2 eps)``, computed in the inputs' dtype. Returns a Python float.
     """
     ### BEGIN SOLUTION
     out = fn(*inputs)
@@ -530,16 +701,39 @@ def max_jacobian_error(fn, inputs: tuple[torch.Tensor, ...], eps: float = 1e-6) 
 
 # %% [markdown]
 # Try it on your `LinearFunction` followed by a tanh (a linear function alone has a constant
-# Jacobian, which hides the truncation error of finite differences).
+# Jacobian, which hides the truncation error of finite differences), in float64 and in float32, and on
+# the worked case above with a planted bug: `x ** 2` whose backward returns twice the right gradient,
+# where the answer is exactly $2 \max |x_i|$. Each line ends with a verdict.
 
 
 # %%
+class DoubledSquare(torch.autograd.Function):
+    """x ** 2 with a wrong backward: 4 x instead of 2 x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * 4 * x
+
+
 def layer(x, W, b):
     return torch.tanh(LinearFunction.apply(x, W, b))
 
 
-print(f"float64: {max_jacobian_error(layer, inputs64):.2e}")
-print(f"float32: {max_jacobian_error(layer, inputs32):.2e}   (gradcheck allows about 1e-5)")
+inputs64 = tuple(torch.randn(s, dtype=torch.float64, requires_grad=True) for s in [(4, 3), (5, 3), (5,)])
+inputs32 = tuple(t.detach().float().requires_grad_(True) for t in inputs64)
+x_bug = torch.tensor([0.5, -1.5], dtype=torch.float64, requires_grad=True)
+error64 = max_jacobian_error(layer, inputs64)
+error32 = max_jacobian_error(layer, inputs32)
+error_bug = max_jacobian_error(DoubledSquare.apply, (x_bug,))
+print(f"float64: {error64:.2e}  expected about 1e-10: {'ok' if 1e-13 < error64 < 1e-8 else 'WRONG'}")
+print(f"float32: {error32:.2e}  expected a few 1e-2: {'ok' if 1e-3 < error32 < 1 else 'WRONG'}")
+print(f"planted bug: {error_bug:.6f}  expected 2 * 1.5 = 3: {'ok' if abs(error_bug - 3) < 1e-6 else 'WRONG'}")
 
 # %% tests grade_id="test_max_jacobian_error" points=2
 """max_jacobian_error is about 1e-10 in float64 and about 1e-2 in float32, as the course's own."""
@@ -556,11 +750,36 @@ score
 # `nn.Parameter`s (so that `model.parameters()`, optimizers, `.double()` and `state_dict` see them)
 # and calls the Function in `forward`. This is exactly how `nn.Linear` is built on `F.linear`.
 #
-# Initialise like `nn.Linear`, so that the same `torch.manual_seed` gives the same numbers: make
-# `weight` (out, in) and `bias` (out,) with `torch.empty`, then, **in this order**,
-# `nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))` (uniform in $\pm 1/\sqrt{\text{in}}$) and
-# `nn.init.uniform_(self.bias, -bound, bound)` with `bound = 1 / math.sqrt(in_features)`. With
-# `bias=False`, register the bias as None: `self.register_parameter("bias", None)`.
+# Initialise like `nn.Linear`, so that the same `torch.manual_seed` gives the same numbers. Which
+# numbers come out depends on which random calls are made, on which tensors, and in which order, so
+# "like `nn.Linear`" means exactly its recipe. Find it in PyTorch's own source, which Python shows you:
+# `import inspect; print(inspect.getsource(nn.Linear.__init__))`, and the same for
+# `nn.Linear.reset_parameters`. With `bias=False`, the module must still have a `bias` attribute, None,
+# registered as a parameter that is absent (so that `named_parameters()` lists only the weight).
+#
+# <details><summary>Hint 1</summary>
+#
+# `__init__` creates the parameters uninitialised, with `torch.empty`, wrapped in `nn.Parameter`, and
+# then calls `reset_parameters()`, which fills them: the weight first, then the bias.
+#
+# </details>
+#
+# <details><summary>Hint 2</summary>
+#
+# The weight is filled by `nn.init.kaiming_uniform_` with `a=math.sqrt(5)`, which amounts to a uniform
+# distribution in $\pm 1/\sqrt{\text{in}}$; the bias by `nn.init.uniform_` in $\pm$ `bound`, with
+# `bound = 1 / math.sqrt(in_features)`. An absent bias is registered with
+# `self.register_parameter("bias", None)`.
+#
+# </details>
+#
+# <details><summary>Hint 3: the code</summary>
+#
+# `self.weight = nn.Parameter(torch.empty(out_features, in_features))`, the bias likewise (or
+# `register_parameter("bias", None)`), then `nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))`
+# and, if there is a bias, `nn.init.uniform_(self.bias, -bound, bound)`.
+#
+# </details>
 #
 # The check (2 points) compares your parameters with `nn.Linear`'s from the same seed exactly, and
 # forward and backward with `F.linear` in float64 (after `.double()`).
@@ -573,7 +792,7 @@ class Linear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         """weight (out_features, in_features) and bias (out_features,) as nn.Parameter, bias None if not bias.
 
-        Hint: ``nn.Parameter(torch.empty(out_features, in_features))``, then the two init calls, in order.
+        Hint: the recipe of nn.Linear's own __init__ and reset_parameters.
         """
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
@@ -597,15 +816,33 @@ class Linear(nn.Module):
 
 
 # %% [markdown]
-# Try it: the same seed, the same parameters as `nn.Linear`.
+# Try it: the same seed, the same parameters as `nn.Linear`, with and without a bias; then forward and
+# backward in float64 against `F.linear` on the same parameters.
 
 # %%
+rows = {}
+for bias in (True, False):
+    torch.manual_seed(1)
+    mine = Linear(3, 5, bias=bias)
+    torch.manual_seed(1)
+    theirs = nn.Linear(3, 5, bias=bias)
+    names_mine = [name for name, _ in mine.named_parameters()]
+    names_theirs = [name for name, _ in theirs.named_parameters()]
+    print(f"bias={bias}: parameters {names_mine}: {'ok' if names_mine == names_theirs else 'WRONG'}")
+    rows[f"weight_bias_{bias}"] = (mine.weight, theirs.weight)
 torch.manual_seed(1)
-mine = Linear(3, 5)
+mine = Linear(3, 5).double()
 torch.manual_seed(1)
-theirs = nn.Linear(3, 5)
-print([name for name, _ in mine.named_parameters()])
-compare(weight=(mine.weight, theirs.weight), bias=(mine.bias, theirs.bias))
+theirs = nn.Linear(3, 5).double()
+rows["bias_values"] = (mine.bias, theirs.bias)
+x = torch.randn(4, 3, dtype=torch.float64)
+g = torch.randn(4, 5, dtype=torch.float64)
+out_ref, (_, gW_ref, gb_ref) = torch_grads(F.linear, (x, theirs.weight, theirs.bias), g)
+out = mine(x)
+out.backward(g)
+compare(
+    **rows, out=(out, out_ref), weight_grad=(mine.weight.grad, gW_ref), bias_grad=(mine.bias.grad, gb_ref)
+)
 
 # %% tests grade_id="test_linear_module" points=2
 """Linear registers its parameters, initialises them exactly like nn.Linear and matches F.linear."""
@@ -656,10 +893,18 @@ def train_spiral(
     return losses
 
 
+# %% [markdown]
+# Try it: 100 steps with each class. The table compares the two loss curves step by step, with the
+# check's float64 tolerance; the line above it says whether you return one loss per step.
+
 # %%
 losses_mine = train_spiral(Linear, steps=100)
 losses_nn = train_spiral(nn.Linear, steps=100)
-print(f"largest difference over 100 steps: {np.max(np.abs(np.subtract(losses_mine, losses_nn))):.1e}")
+print(
+    f"{len(losses_mine)} and {len(losses_nn)} losses for 100 steps:",
+    len(losses_mine) == len(losses_nn) == 100,
+)
+print(compare(losses=(np.array(losses_mine), np.array(losses_nn))))
 ax = plot_losses(losses_mine)
 ax.plot(losses_nn, "--", label="nn.Linear")
 ax.legend(["your Linear", "nn.Linear"])

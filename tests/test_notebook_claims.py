@@ -7,6 +7,8 @@ defining a helper), executed as the notebook would execute them.
 
 from __future__ import annotations
 
+import math
+import re
 import time
 import warnings
 from functools import cache
@@ -380,3 +382,480 @@ def test_03_spiral_with_autograd() -> None:
     assert time.perf_counter() - start < 3.0
     p = {k: v.detach().numpy() for k, v in params.items()}
     assert 0.97 <= _accuracy(p, X, y) <= 0.99 + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# 04_custom_functions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_04_writing_into_grad_output_of_a_sum_warns_and_zeroes_the_gradient() -> None:
+    """Exercise 1: under out.sum().backward(), grad_output[x <= 0] = 0 prints two deprecation warnings
+    and silently turns the whole gradient into zeros (no error)."""
+    import torch
+
+    class WritesIntoGradOutput(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clamp(min=0)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            grad_output[x <= 0] = 0
+            return grad_output
+
+    x = torch.tensor([[1.0, -1.0], [2.0, -3.0]], dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        WritesIntoGradOutput.apply(x).sum().backward()
+    assert len([w for w in caught if "expanded tensors is deprecated" in str(w.message)]) == 2
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_04_needs_input_grad_has_one_entry_per_argument_of_apply() -> None:
+    """Exercise 2: three bools for apply(x, W, b) and apply(x, W, None), two for apply(x, W); reading
+    entry 2 after apply(x, W) raises IndexError."""
+    import torch
+
+    LinearFunction = notebook("04_custom_functions")["LinearFunction"]
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert LinearFunction.apply(x, W, b).grad_fn.needs_input_grad == (True, True, True)
+    assert LinearFunction.apply(x, W, None).grad_fn.needs_input_grad == (True, True, False)
+    two = LinearFunction.apply(x, W).grad_fn.needs_input_grad
+    assert two == (True, True)
+    with pytest.raises(IndexError):
+        two[2]
+
+
+def test_04_unsummed_bias_gradient_passes_backward_and_gradcheck() -> None:
+    """Exercise 2: a bias gradient returned as grad_output itself, (N, out), is summed by the engine:
+    .backward() and gradcheck pass."""
+    import torch
+
+    class Unsummed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, W, b):
+            ctx.save_for_backward(x, W)
+            return x @ W.T + b
+
+        @staticmethod
+        def backward(ctx, g):
+            x, W = ctx.saved_tensors
+            return g @ W, g.T @ x, g
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 5, dtype=torch.float64)
+    Unsummed.apply(x, W, b).backward(g)
+    assert b.grad.shape == (5,) and torch.allclose(b.grad, g.sum(0))
+    assert torch.autograd.gradcheck(Unsummed.apply, (x, W, b))
+    assert Unsummed.apply(x, W, b).grad_fn.apply(g)[2].shape == (4, 5)
+
+
+def test_04_output_kept_on_ctx_escapes_the_version_counter() -> None:
+    """Exercise 1b: had Exp kept its output as ctx.result, doubling the output in place would make
+    backward run and return a gradient twice too large, with no error."""
+    import torch
+
+    class ExpOnCtx(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.result = x.exp()
+            return ctx.result
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output * ctx.result
+
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    out = ExpOnCtx.apply(x)
+    with torch.no_grad():
+        out.mul_(2)
+    out.backward(torch.ones_like(out))
+    assert torch.allclose(x.grad, 2 * x.detach().exp())
+
+
+def test_04_jacobian_errors() -> None:
+    """Exercise 4: on the tanh layer the error is about 1e-10 in float64 and 0.04 to 0.15 in float32;
+    a backward that doubles the gradient of x ** 2 gives exactly 2 max |x|."""
+    import torch
+
+    ns = notebook("04_custom_functions")
+    LinearFunction, max_jacobian_error = ns["LinearFunction"], ns["max_jacobian_error"]
+
+    def layer(x: Any, W: Any, b: Any) -> Any:
+        return torch.tanh(LinearFunction.apply(x, W, b))
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        inputs64 = tuple(
+            torch.randn(s, dtype=torch.float64, generator=generator, requires_grad=True)
+            for s in [(4, 3), (5, 3), (5,)]
+        )
+        inputs32 = tuple(t.detach().float().requires_grad_(True) for t in inputs64)
+        assert 1e-11 < max_jacobian_error(layer, inputs64) < 1e-9
+        assert 0.02 < max_jacobian_error(layer, inputs32) < 0.2
+
+    class DoubledSquare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**2
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output * 4 * x
+
+    x = torch.tensor([0.5, -1.5], dtype=torch.float64, requires_grad=True)
+    assert max_jacobian_error(DoubledSquare.apply, (x,)) == pytest.approx(3.0, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# 05_beyond_the_basics
+# ---------------------------------------------------------------------------------------------
+
+
+def test_05_writing_into_the_grad_output_of_a_sum_raises() -> None:
+    """Exercise 6a: grad_output.mul_(...) under y.sum() raises an error (the stride-0 view)."""
+    import torch
+
+    class P3InPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return 0.5 * (5 * x**3 - 3 * x)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return grad_output.mul_(1.5 * (5 * x**2 - 1))
+
+    x = torch.linspace(-2, 2, 7, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        P3InPlace.apply(x).sum().backward()
+
+
+def test_05_legendre_numbers() -> None:
+    """Exercise 6: P3(1) = 1, P3(1.001) is about 1.006; the tutorial's loop goes from a sum of squared
+    errors of 461.9 to 8.94."""
+    import torch
+
+    ns = notebook("05_beyond_the_basics")
+    P3 = ns["LegendrePolynomial3"].apply
+    assert float(P3(torch.tensor([1.0], dtype=torch.float64))[0]) == pytest.approx(1.0)
+    assert float(P3(torch.tensor([1.001], dtype=torch.float64))[0]) == pytest.approx(1.006, abs=5e-4)
+    x = torch.linspace(-math.pi, math.pi, 2000, dtype=torch.float64)
+    y = torch.sin(x)
+
+    def sse(a: float, b: float, c: float, d: float) -> float:
+        t = c + d * x
+        return float(((a + b * 0.5 * (5 * t**3 - 3 * t) - y) ** 2).sum())
+
+    assert sse(0.0, -1.0, 0.0, 0.3) == pytest.approx(461.9, abs=0.05)
+    assert sse(*ns["fit_legendre"](x, y)) == pytest.approx(8.94, abs=0.005)
+
+
+def test_05_numpy_cube_twice_names_once_differentiable() -> None:
+    """Exercise 3: differentiating NumpyCube twice raises a RuntimeError that names the decorator."""
+    import torch
+
+    NumpyCube = notebook("05_beyond_the_basics")["NumpyCube"]
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    (dx,) = torch.autograd.grad(NumpyCube.apply(x), x, g, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dx.sum().backward()
+
+
+# ---------------------------------------------------------------------------------------------
+# The try-it cells: self-contained after a kernel restart, and never "ok" for a known mistake
+# ---------------------------------------------------------------------------------------------
+
+STEMS = (
+    "01_linear_layer",
+    "02_two_layer_net",
+    "03_autograd_graph",
+    "04_custom_functions",
+    "05_beyond_the_basics",
+)
+
+
+def _exercises(stem: str) -> list[tuple[str, list[int]]]:
+    """For each tests cell: the source of the solution cells it grades (those since the previous
+    tests cell) and the indices of its try-it cells (the untagged code cells between the last of
+    those solution cells and the tests cell)."""
+    cells = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent").cells
+    found, solutions, try_its = [], [], []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code":
+            continue
+        kind = cell.metadata.get("title")
+        if kind == "solution":
+            solutions.append(cell.source)
+            try_its = []
+        elif kind is None and solutions:
+            try_its.append(i)
+        elif kind == "tests":
+            found.append(("\n".join(solutions), try_its))
+            solutions, try_its = [], []
+    return found
+
+
+def run_try_it(stem: str, index: int, mistake: str = "") -> tuple[bool, str]:
+    """Run cell ``index`` of the notebook in a fresh namespace holding only the set-up cell and the
+    solution cells above it (a restarted kernel in which the learner ran their own cells), after
+    ``mistake``, code that redefines one of the learner's functions. Returns whether every
+    comparison table of the cell said ok and the cell raised nothing, and what the cell printed (with
+    the error, if any)."""
+    import contextlib
+    import io
+
+    import matplotlib.pyplot as plt
+    import torch
+
+    cells = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent").cells
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    tables: list[Any] = []
+    printed = io.StringIO()
+    default_dtype = torch.get_default_dtype()
+    try:
+        for cell in cells[:index]:
+            if cell.cell_type == "code" and cell.metadata.get("title") in ("locked", "solution"):
+                exec(compile(cell.source, f"{stem}.py", "exec"), namespace)
+        exec(compile(mistake, "mistake", "exec"), namespace)
+        compare = namespace["compare"]
+
+        def recording_compare(*args: Any, **kwargs: Any) -> Any:
+            table = compare(*args, **kwargs)
+            tables.append(table)
+            return table
+
+        namespace["compare"] = recording_compare
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(cells[index].source, f"{stem}.py, cell {index + 1}", "exec"), namespace)
+            except Exception as error:  # the learner sees the error: a verdict, but not "ok"
+                return False, printed.getvalue() + f"\n{type(error).__name__}: {error}"
+    finally:
+        torch.set_default_dtype(default_dtype)
+        plt.close("all")
+    return all(t.all_ok for t in tables), printed.getvalue()
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_try_it_cells_run_after_a_restart_and_say_ok_for_the_solution(stem: str) -> None:
+    """Each try-it cell needs only the set-up cell and the exercise cells, and passes the solution:
+    every table row ok, no line that says WRONG."""
+    exercises = _exercises(stem)
+    assert exercises and all(try_its for _, try_its in exercises), stem
+    for _, try_its in exercises:
+        for index in try_its:
+            ok, printed = run_try_it(stem, index)
+            assert ok, (stem, index, printed)
+            assert "WRONG" not in printed, (stem, index, printed)
+
+
+MISTAKES = {
+    "mse divided by N (01)": (
+        "01_linear_layer",
+        "mse_loss",
+        """
+def mse_loss(pred, target):
+    diff = pred - target
+    return float(np.sum(diff**2) / pred.shape[0]), 2 * diff / pred.shape[0]
+""",
+    ),
+    "numerical_gradient restores x by arithmetic (01)": (
+        "01_linear_layer",
+        "numerical_gradient",
+        """
+def numerical_gradient(f, x, h=1e-5):
+    grad = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        x[i] += h; a = f(x); x[i] -= 2 * h; b = f(x); x[i] += h
+        grad[i] = (a - b) / (2 * h)
+    return grad
+""",
+    ),
+    "relu writes into dout (02)": (
+        "02_two_layer_net",
+        "relu_backward",
+        """
+def relu_backward(dout, cache):
+    dout[cache <= 0] = 0
+    return dout
+""",
+    ),
+    "naive sigmoid (02)": (
+        "02_two_layer_net",
+        "sigmoid_forward",
+        """
+def sigmoid_forward(x):
+    s = 1 / (1 + np.exp(-x))
+    return s, s
+""",
+    ),
+    "softmax gradient without 1/N (02)": (
+        "02_two_layer_net",
+        "softmax_cross_entropy",
+        """
+_correct = softmax_cross_entropy
+def softmax_cross_entropy(scores, y):
+    loss, dscores = _correct(scores, y)
+    return loss, dscores * scores.shape[0]
+""",
+    ),
+    "breadth-first order (03)": (
+        "03_autograd_graph",
+        "backward_order",
+        """
+def backward_order(result):
+    nodes, seen = [result.grad_fn], {result.grad_fn}
+    for node in nodes:
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                nodes.append(child)
+    return [type(n).__name__ for n in nodes]
+""",
+    ),
+    "sgd_step without clearing the gradients (03)": (
+        "03_autograd_graph",
+        "sgd_step",
+        """
+def sgd_step(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+""",
+    ),
+    "MyReLU writes into grad_output (04)": (
+        "04_custom_functions",
+        "MyReLU",
+        """
+class MyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x <= 0] = 0
+        return grad_output
+""",
+    ),
+    "LinearFunction ignores needs_input_grad (04)": (
+        "04_custom_functions",
+        "LinearFunction",
+        """
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        return output if bias is None else output + bias
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_bias = None if bias is None else grad_output.sum(0)
+        return grad_output.mm(weight), grad_output.t().mm(input), grad_bias
+""",
+    ),
+    "Legendre backward in place (05)": (
+        "05_beyond_the_basics",
+        "LegendrePolynomial3",
+        """
+class LegendrePolynomial3(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return 0.5 * (5 * input**3 - 3 * input)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input,) = ctx.saved_tensors
+        return grad_output.mul_(1.5 * (5 * input**2 - 1))
+""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_try_it_cells_do_not_say_ok_for_a_known_mistake(name: str) -> None:
+    """The issue's examples and their kin: some try-it cell of the exercise flags each mistake, by a
+    table row that is not ok, a line that says WRONG, or an error."""
+    stem, function, mistake = MISTAKES[name]
+    (try_its,) = [
+        t for source, t in _exercises(stem) if re.search(rf"^(def|class) {function}\(", source, re.M)
+    ]
+    verdicts = [run_try_it(stem, index, mistake) for index in try_its]
+    assert any(not ok or "WRONG" in printed for ok, printed in verdicts), verdicts
+
+
+def test_05_setup_context_gets_forwards_defaults_filled_in() -> None:
+    """Exercise 1: setup_context receives three inputs even for apply(x, W), the last None, and
+    needs_input_grad has three entries."""
+    import torch
+
+    seen: list[int] = []
+
+    class Recorder(torch.autograd.Function):
+        @staticmethod
+        def forward(input, weight, bias=None):
+            return input @ weight.T
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            seen.append(inputs)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            seen.append(ctx.needs_input_grad)
+            return grad_output @ torch.ones(5, 3, dtype=grad_output.dtype), None, None
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(5, 3, dtype=torch.float64)
+    Recorder.apply(x, W).sum().backward()
+    assert len(seen[0]) == 3 and seen[0][2] is None
+    assert seen[1] == (True, False, False)
+
+
+def test_05_ctx_features() -> None:
+    """Exercise 4: a non-differentiable output gets requires_grad False and backward still receives a
+    gradient for it (zeros); InplaceReLU on a leaf that requires grad is refused."""
+    import torch
+
+    received: list[Any] = []
+
+    class MaxRecording(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, scores):
+            values, indices = scores.max(dim=1)
+            ctx.mark_non_differentiable(indices)
+            return values, indices
+
+        @staticmethod
+        def backward(ctx, grad_values, grad_indices):
+            received.append(grad_indices)
+            return torch.zeros(4, 5, dtype=torch.float64)
+
+    scores = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    values, indices = MaxRecording.apply(scores)
+    assert not indices.requires_grad
+    values.sum().backward()
+    assert received[0] is not None and not received[0].any()
+
+    InplaceReLU = notebook("05_beyond_the_basics")["InplaceReLU"]
+    leaf = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        InplaceReLU.apply(leaf)
