@@ -28,13 +28,12 @@ from nbformat import NotebookNode
 # The course's paths and assignments live in autograder.course; they are named here too, for the
 # build's callers.
 from autograder.course import COURSE as COURSE
+from autograder.course import COURSE_ID as COURSE_ID
 from autograder.course import NOTEBOOKS as NOTEBOOKS
 from autograder.course import REPO as REPO
 from autograder.course import SOLUTIONS as SOLUTIONS
 from autograder.course import Assignment as Assignment
 from autograder.course import assignments as assignments
-
-COURSE_ID = "backprop-course"
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"

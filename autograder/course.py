@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
 NOTEBOOKS = REPO / "notebooks"
 COURSE = REPO / "course"
+#: The course's id in nbgrader (its gradebook, its exchange).
+COURSE_ID = "backprop-course"
 
 
 class CourseError(Exception):

@@ -286,6 +286,13 @@ class Grader:
         recorded = self.seeds.get((sub.student, sub.assignment))
         prepared, drawn = seeds.fresh(prepare(read_notebook(sub.path), source, release), recorded)
         kind = kernel_kind(source)
+        events, timing = self._execute(sub, prepared, kind)
+        self._hide_tests_in_executed(sub, release)
+        return self._outcome(sub, digest, prepared, events, timing, drawn, kind)
+
+    def _execute(self, sub: Submission, prepared: Prepared, kind: str) -> tuple[list[dict[str, Any]], dict]:
+        """Run the prepared notebook as a job of its own; return the runner's events (always ending in an
+        ``end`` event, the grader's own when the runner wrote none) and where the time went."""
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
         try:
             job_path = self._write_job(sub, prepared, job_dir, kind)
@@ -300,9 +307,7 @@ class Grader:
         if not any(e.get("event") == "end" for e in events):
             reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
             events.append(end_event(Stop(reason, detail=last_line)))
-        self._hide_tests_in_executed(sub, release)
-        timing = timing_breakdown(events, spawned, exited)
-        return self._outcome(sub, digest, prepared, events, timing, drawn, kind)
+        return events, timing_breakdown(events, spawned, exited)
 
     def _write_job(self, sub: Submission, prepared: Prepared, job_dir: Path, kind: str) -> Path:
         """Write the notebook to run into its job folder, and the job (and jail) description beside it."""
@@ -366,14 +371,9 @@ class Grader:
         answers = [
             {"id": c.get("id", ""), "source": c.source} for c in prepared.notebook.cells if is_solution(c)
         ]
-        graded = {c.grade_id for c in prepared.grade_cells}
         # The kernel saw the hidden tests' code as it ran them: what it says afterwards may echo it.
         hidden = seeds.hidden_lines(prepared.notebook)
-        errors = [
-            seeds.redact(f"cell {e.get('id')!r} raised {e['error']}", hidden)
-            for e in events
-            if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
-        ]
+        errors = [seeds.redact(e, hidden) for e in _learner_errors(events, prepared)]
         cells = [asdict(c) for c in result.cells]
         for cell in cells:
             cell["feedback"] = seeds.redact(cell["feedback"], hidden)
@@ -577,6 +577,16 @@ def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook:
                 f"points withheld by the instructor's method check: {why}\n\n{cell['feedback']}"
             )
             cell["score"], cell["passed"] = 0.0, False
+
+
+def _learner_errors(events: list[dict[str, Any]], prepared: Prepared) -> list[str]:
+    """The errors the learner's own (ungraded) cells raised, as the runner's events have them."""
+    graded = {c.grade_id for c in prepared.grade_cells}
+    return [
+        f"cell {e.get('id')!r} raised {e['error']}"
+        for e in events
+        if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
+    ]
 
 
 def _redacted(stop: Stop | None, hidden: list[str]) -> dict[str, Any]:
