@@ -7,7 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.build import COURSE, NOTEBOOKS, SOLUTIONS
+from autograder.course import COURSE, NOTEBOOKS, SOLUTIONS, CourseError
+from autograder.engine.contract import Limits
+
+GIB, MIB = 1024**3, 1024**2
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -32,17 +35,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from autograder.engine import outputs
-    from autograder.engine.grade import Limits
     from autograder.engine.gradebook import GradebookError
     from autograder.engine.pipeline import grade_class
     from autograder.engine.roster import RosterError
 
-    limits = Limits(
-        cell_seconds=args.cell_timeout,
-        notebook_seconds=args.notebook_timeout,
-        memory_bytes=int(args.memory_gb * 1024**3),
-        output_bytes=int(args.output_mb * 1024**2),
-    )
+    limits = limits_from(args)
     use_jail = False if args.no_jail else None
     try:
         result = grade_class(
@@ -83,6 +80,16 @@ def _grade(args: argparse.Namespace) -> int:
     if result.systemic:
         return 3
     return 1 if result.gradebook_error else 0
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    """The limits the grade command's options set (the others as :class:`Limits` has them)."""
+    return Limits(
+        cell_seconds=args.cell_timeout,
+        notebook_seconds=args.notebook_timeout,
+        memory_bytes=int(args.memory_gb * GIB),
+        output_bytes=int(args.output_mb * MIB),
+    )
 
 
 def _print_files(files: dict[str, Path], course: Path) -> None:
@@ -130,9 +137,8 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse the command line and run one command; return its exit status."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser; each command's function is its ``run`` default."""
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -167,12 +173,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--out", type=Path, default=None, help="summary and CSV folder (default: <course>/grading)"
     )
-    p.add_argument("--cell-timeout", type=float, default=120, help="seconds a cell may run (default 120)")
+    limits = Limits()
     p.add_argument(
-        "--notebook-timeout", type=float, default=600, help="seconds a notebook may run (default 600)"
+        "--cell-timeout",
+        type=float,
+        default=limits.cell_seconds,
+        help=f"seconds a cell may run (default {limits.cell_seconds:g})",
     )
-    p.add_argument("--memory-gb", type=float, default=4, help="address space per kernel in GiB (default 4)")
-    p.add_argument("--output-mb", type=float, default=2, help="output per notebook in MiB (default 2)")
+    p.add_argument(
+        "--notebook-timeout",
+        type=float,
+        default=limits.notebook_seconds,
+        help=f"seconds a notebook may run (default {limits.notebook_seconds:g})",
+    )
+    p.add_argument(
+        "--memory-gb",
+        type=float,
+        default=limits.memory_bytes / GIB,
+        help=f"address space per kernel in GiB (default {limits.memory_bytes / GIB:g})",
+    )
+    p.add_argument(
+        "--output-mb",
+        type=float,
+        default=limits.output_bytes / MIB,
+        help=f"output per notebook in MiB (default {limits.output_bytes / MIB:g})",
+    )
     p.add_argument("--no-jail", action="store_true", help="run kernels without namespaces (not recommended)")
     p.add_argument(
         "--roster",
@@ -221,8 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
     p.set_defaults(run=_demo)
 
-    args = parser.parse_args(argv)
-    return args.run(args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run one command; return its exit status."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

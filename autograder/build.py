@@ -19,18 +19,21 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import jupytext
 import nbformat
 from nbformat import NotebookNode
 
-REPO = Path(__file__).resolve().parent.parent
-SOLUTIONS = REPO / "solutions"
-NOTEBOOKS = REPO / "notebooks"
-COURSE = REPO / "course"
-COURSE_ID = "backprop-course"
+# The course's paths and assignments live in autograder.course; they are named here too, for the
+# build's callers.
+from autograder.course import COURSE as COURSE
+from autograder.course import COURSE_ID as COURSE_ID
+from autograder.course import NOTEBOOKS as NOTEBOOKS
+from autograder.course import REPO as REPO
+from autograder.course import SOLUTIONS as SOLUTIONS
+from autograder.course import Assignment as Assignment
+from autograder.course import assignments as assignments
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
@@ -40,24 +43,6 @@ LAYOUT_KEYS = ("lines_to_next_cell", "lines_to_end_of_cell_marker", "cell_marker
 
 class BuildError(Exception):
     """A source notebook that cannot be built, with the file and cell that is wrong."""
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """One notebook of the course, which is one nbgrader assignment of the same name."""
-
-    name: str
-    source: Path
-
-    @property
-    def notebook(self) -> str:
-        """The notebook's file name, in every nbgrader folder and in ``notebooks/``."""
-        return f"{self.name}.ipynb"
-
-
-def assignments(solutions: Path = SOLUTIONS) -> list[Assignment]:
-    """The course's assignments, in notebook order: one per ``solutions/NN_*.py`` file."""
-    return [Assignment(p.stem, p) for p in sorted(solutions.glob("[0-9][0-9]_*.py"))]
 
 
 def ensure_tools_on_path() -> None:

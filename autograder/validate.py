@@ -12,7 +12,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import COURSE, NOTEBOOKS, assignments, nbgrader_config, write_sources
+from autograder.build import nbgrader_config, write_sources
+from autograder.course import COURSE, NOTEBOOKS, assignments, is_grade
 
 
 @dataclass
@@ -42,7 +43,7 @@ def _validator(timeout: int):
 def grade_cell_count(path: Path) -> int:
     """How many graded cells a notebook has."""
     nb = nbformat.read(path, as_version=4)
-    return sum(1 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    return sum(1 for c in nb.cells if is_grade(c))
 
 
 def validate_solution(path: Path, timeout: int = 300) -> Validation:

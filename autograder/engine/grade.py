@@ -39,23 +39,12 @@ from typing import Any
 
 import nbformat
 
-from autograder.build import Assignment
+from autograder.course import Assignment, grade_id, is_grade, is_locked, is_solution, points
 from autograder.engine import jail, method, seeds
+from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
 from autograder.engine.intake import Submission, read_notebook
 from autograder.engine.prepare import Prepared, prepare
 from autograder.engine.verdicts import grade_notebook
-
-
-@dataclass
-class Limits:
-    """What one notebook may use."""
-
-    cell_seconds: float = 120.0
-    notebook_seconds: float = 600.0
-    memory_bytes: int = 4 * 1024**3
-    output_bytes: int = 2 * 1024**2
-    file_bytes: int = 100 * 1024**2
-    processes: int = 4096
 
 
 @dataclass
@@ -99,6 +88,9 @@ class Outcome:
     adjustment: str = ""
     """In outputs only: what changed the automatic score in the gradebook (a manual score, a late
     penalty); ``score`` is then the gradebook's final score."""
+    stop: dict[str, Any] = field(default_factory=dict)
+    """Why execution stopped early, as :meth:`~autograder.engine.contract.Stop.to_dict` writes it
+    (empty when it did not, and in outcomes stored before it was kept)."""
 
     def to_json(self) -> str:
         """The outcome as JSON, for the results store."""
@@ -286,11 +278,7 @@ class Grader:
     def max_score(self, sub: Submission) -> float:
         """The points a notebook of the submission's assignment is worth."""
         source, _ = self._notebooks(sub.assignment)
-        return sum(
-            float(c.metadata["nbgrader"]["points"])
-            for c in source.cells
-            if c.metadata.get("nbgrader", {}).get("grade")
-        )
+        return sum(points(c) for c in source.cells if is_grade(c))
 
     def _grade(self, sub: Submission, digest: str) -> Outcome:
         """Prepare, run, score: the steps of grading one submission."""
@@ -298,24 +286,28 @@ class Grader:
         recorded = self.seeds.get((sub.student, sub.assignment))
         prepared, drawn = seeds.fresh(prepare(read_notebook(sub.path), source, release), recorded)
         kind = kernel_kind(source)
+        events, timing = self._execute(sub, prepared, kind)
+        self._hide_tests_in_executed(sub, release)
+        return self._outcome(sub, digest, prepared, events, timing, drawn, kind)
+
+    def _execute(self, sub: Submission, prepared: Prepared, kind: str) -> tuple[list[dict[str, Any]], dict]:
+        """Run the prepared notebook as a job of its own; return the runner's events (always ending in an
+        ``end`` event, the grader's own when the runner wrote none) and where the time went."""
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
         try:
             job_path = self._write_job(sub, prepared, job_dir, kind)
             spawned = time.time()
             killed, last_line = self._run(job_path)
             exited = time.time()
-            events = _read_events(Path(json.loads(job_path.read_text())["events"]))
+            events = read_events(Path(Job.read(job_path).events))
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
             for leftover in self.work.glob(f"{job_dir.name}.*"):
                 leftover.unlink(missing_ok=True)
         if not any(e.get("event") == "end" for e in events):
-            events.append(
-                {"event": "end", "reason": "killed" if killed else "runner_failed", "detail": last_line}
-            )
-        self._hide_tests_in_executed(sub, release)
-        timing = timing_breakdown(events, spawned, exited)
-        return self._outcome(sub, digest, prepared, events, timing, drawn, kind)
+            reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
+            events.append(end_event(Stop(reason, detail=last_line)))
+        return events, timing_breakdown(events, spawned, exited)
 
     def _write_job(self, sub: Submission, prepared: Prepared, job_dir: Path, kind: str) -> Path:
         """Write the notebook to run into its job folder, and the job (and jail) description beside it."""
@@ -323,17 +315,17 @@ class Grader:
         # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
         notebook = self.work / f"{job_dir.name}.ipynb"
         nbformat.write(prepared.notebook, notebook)
-        job: dict[str, Any] = {
-            "notebook": str(notebook),
-            "workdir": str(job_dir),
-            "events": str(self.work / f"{job_dir.name}.events.jsonl"),
-            "kernel": kind,
-            "grade_cells": [c.grade_id for c in prepared.grade_cells],
-            "cell_timeout": self.limits.cell_seconds,
-            "notebook_timeout": self.limits.notebook_seconds,
-            "output_bytes": self.limits.output_bytes,
-            "executed": str(self._autograded_path(sub)),
-        }
+        job = Job(
+            notebook=str(notebook),
+            workdir=str(job_dir),
+            events=str(self.work / f"{job_dir.name}.events.jsonl"),
+            grade_cells=[c.grade_id for c in prepared.grade_cells],
+            cell_seconds=self.limits.cell_seconds,
+            notebook_seconds=self.limits.notebook_seconds,
+            output_bytes=self.limits.output_bytes,
+            kernel=kind,
+            executed=str(self._autograded_path(sub)),
+        )
         if self.jailed:
             spec = jail.spec_for(
                 job_dir,
@@ -344,11 +336,11 @@ class Grader:
             )
             spec_path = self.work / f"{job_dir.name}.jail.json"
             spec_path.write_text(json.dumps(spec))
-            job["jail_prefix"] = jail.jail_command(spec_path)
-            job["jail_spec"] = str(spec_path)
+            job.jail_prefix = jail.jail_command(spec_path)
+            job.jail_spec = str(spec_path)
         self._autograded_path(sub).parent.mkdir(parents=True, exist_ok=True)
         job_path = self.work / f"{job_dir.name}.job.json"
-        job_path.write_text(json.dumps(job))
+        job.write(job_path)
         return job_path
 
     def _hide_tests_in_executed(self, sub: Submission, release: Any) -> None:
@@ -357,11 +349,7 @@ class Grader:
         path = self._autograded_path(sub)
         if not path.exists():
             return
-        visible = {
-            c.get("id"): c.source
-            for c in release.cells
-            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-        }
+        visible = {c.get("id"): c.source for c in release.cells if is_grade(c)}
         executed = nbformat.read(path, as_version=4)
         for cell in executed.cells:
             if cell.get("id") in visible:
@@ -381,18 +369,11 @@ class Grader:
         """Recompute the scores from the cells' evidence, outside the kernel, and assemble the outcome."""
         result = grade_notebook(prepared.grade_cells, events)
         answers = [
-            {"id": c.get("id", ""), "source": c.source}
-            for c in prepared.notebook.cells
-            if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+            {"id": c.get("id", ""), "source": c.source} for c in prepared.notebook.cells if is_solution(c)
         ]
-        graded = {c.grade_id for c in prepared.grade_cells}
         # The kernel saw the hidden tests' code as it ran them: what it says afterwards may echo it.
         hidden = seeds.hidden_lines(prepared.notebook)
-        errors = [
-            seeds.redact(f"cell {e.get('id')!r} raised {e['error']}", hidden)
-            for e in events
-            if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
-        ]
+        errors = [seeds.redact(e, hidden) for e in _learner_errors(events, prepared)]
         cells = [asdict(c) for c in result.cells]
         for cell in cells:
             cell["feedback"] = seeds.redact(cell["feedback"], hidden)
@@ -408,6 +389,7 @@ class Grader:
             score=round(sum(c["score"] for c in cells), 2),
             max_score=result.max_score,
             reason=seeds.redact(result.stop, hidden) if result.stop else None,
+            stop=_redacted(result.stopped, hidden),
             cells=cells,
             restored=prepared.restored,
             errors=errors,
@@ -586,7 +568,7 @@ class RunnerProcess:
 def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook: Any) -> None:
     """Set to zero every graded cell that grades a flagged definition, saying why."""
     names = {name for f in flagged for name in f.name.split(", ")}
-    sources = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in notebook.cells}
+    sources = {grade_id(c): c.source for c in notebook.cells}
     for cell in cells:
         hit = method.graded_names(sources.get(cell["grade_id"], "")) & names
         if hit and cell["score"] > 0:
@@ -597,10 +579,30 @@ def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook:
             cell["score"], cell["passed"] = 0.0, False
 
 
+def _learner_errors(events: list[dict[str, Any]], prepared: Prepared) -> list[str]:
+    """The errors the learner's own (ungraded) cells raised, as the runner's events have them."""
+    graded = {c.grade_id for c in prepared.grade_cells}
+    return [
+        f"cell {e.get('id')!r} raised {e['error']}"
+        for e in events
+        if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
+    ]
+
+
+def _redacted(stop: Stop | None, hidden: list[str]) -> dict[str, Any]:
+    """The stop as an outcome keeps it, with no hidden test line in its detail."""
+    if stop is None:
+        return {}
+    data = stop.to_dict()
+    if "detail" in data:
+        data["detail"] = seeds.redact(str(data["detail"]), hidden)
+    return data
+
+
 def kernel_kind(source: Any) -> str:
     """``numpy`` when the notebook's locked set-up cells import no PyTorch (its kernel then gets none)."""
     for cell in source.cells:
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked"):
+        if cell.cell_type == "code" and is_locked(cell):
             if re.search(r"^\s*(import|from)\s+torch\b", cell.source, re.MULTILINE):
                 return "torch"
     return "numpy"
@@ -626,17 +628,3 @@ def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float
         "cells": round(last - kernel, 3),
         "shutdown": round(exited - last, 3),
     }
-
-
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    events = []
-    if not path.exists():
-        return events
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autograder.build import COURSE_ID, Assignment, ensure_tools_on_path
+from autograder.build import ensure_tools_on_path
+from autograder.course import COURSE_ID, Assignment
 
 if TYPE_CHECKING:
     from autograder.engine.grade import Outcome

@@ -53,6 +53,8 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
+from autograder.course import grade_id
+
 MAX_ZIP_BYTES = 2 * 1024**3
 MAX_ZIP_FILES = 20_000
 MAX_NOTEBOOK_BYTES = 50 * 1024**2
@@ -197,16 +199,10 @@ def _check_notebook(path: Path, answer_ids: set[str]) -> str | None:
     except NotebookError as exc:
         return str(exc)
     cells = nb.get("cells", [])
-    ids = {_grade_id(c) for c in cells} | {c.get("id") for c in cells}
+    ids = {grade_id(c) for c in cells} | {c.get("id") for c in cells}
     if answer_ids and not (ids & answer_ids):
         return "not a notebook of this assignment: none of its answer cells are in it"
     return None
-
-
-def _grade_id(cell) -> str | None:
-    # nbformat does not validate a cell's nbgrader metadata: a learner's edit can make it any JSON
-    meta = cell.get("metadata", {}).get("nbgrader")
-    return meta.get("grade_id") if isinstance(meta, dict) else None
 
 
 def _match_assignment(name: str, assignments: list[str]) -> str | None:

@@ -20,11 +20,12 @@ import json
 import re
 import shutil
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from autograder.build import Assignment
+from autograder.course import Assignment
 from autograder.engine import gradebook, lms
+from autograder.engine.contract import Stop
 from autograder.engine.grade import Outcome
 from autograder.engine.intake import Rejected
 
@@ -335,7 +336,7 @@ def table(outcomes: list[Outcome]) -> str:
         stopped = [o for o in row.values() if o.reason]
         notes = ""
         if stopped:
-            first = stopped[0].reason.split(", and was stopped")[0].split(" (in cell")[0]
+            first = _headline(stopped[0])
             where = stopped[0].assignment if len(stopped) == 1 else f"{len(stopped)} notebooks"
             notes = f"stopped early ({where}): {first}" + ("; see the summary" if len(stopped) > 1 else "")
         out.append([student, *cells, f"{total:g} / {maximum:g}", notes])
@@ -403,8 +404,6 @@ def _latest_rejections(runs: list[dict], outcomes: list[Outcome]) -> list[Reject
 
 def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
     """Copies of the outcomes whose scores are the gradebook's final ones, with what changed them."""
-    from dataclasses import replace
-
     result = []
     for o in outcomes:
         f = finals.get((o.student, o.assignment))
@@ -422,12 +421,21 @@ def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
     return result
 
 
+def _headline(o: Outcome) -> str:
+    """Why a notebook stopped, in a few words; a failure's reason (which has no stop) as it is."""
+    stop = Stop.from_dict(o.stop)
+    return stop.headline() if stop else o.reason or ""
+
+
 def failure_signature(o: Outcome) -> str | None:
     """What made a notebook fail or score nothing because of an error, as a class-level pattern, or None."""
     if o.status == "failed":
         return o.reason
     if o.status == "stopped" and o.reason:
-        return re.sub(r"\d+(\.\d+)?", "N", o.reason.split(" (in cell")[0])
+        stop = Stop.from_dict(o.stop)
+        # an outcome stored before outcomes kept their stop has only the sentence
+        text = replace(stop, cell=None).sentence() if stop else o.reason.split(" (in cell")[0]
+        return re.sub(r"\d+(\.\d+)?", "N", text)
     if o.score == 0 and o.cells:
         # the first error is the cause: a failing cell of the learner's own comes before the tests
         for text in (" ".join(o.errors), " ".join(c["feedback"] for c in o.cells)):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import COURSE, SOLUTIONS, Assignment, generate, sync_sources
+from autograder.build import generate, sync_sources
+from autograder.course import COURSE, SOLUTIONS, Assignment, assignments, grade_id, is_solution
 from autograder.engine import gradebook, outputs
 from autograder.engine.grade import Grader, Limits, Outcome
 from autograder.engine.intake import Rejected, Submission, discover
@@ -122,9 +123,9 @@ def grade_class(
     wanted = list(by_name) if assignment == "all" else [assignment]
     answer_cells = {
         name: {
-            c.metadata["nbgrader"]["grade_id"]
+            grade_id(c)
             for c in nbformat.read(root / "source" / name / by_name[name].notebook, as_version=4).cells
-            if c.metadata.get("nbgrader", {}).get("solution")
+            if is_solution(c)
         }
         for name in wanted
     }
@@ -233,8 +234,6 @@ def report_course(
     root: Path = COURSE, solutions: Path = SOLUTIONS, db_url: str | None = None, out: Path | None = None
 ) -> outputs.Report:
     """Write every output of the course again from the gradebook, without grading anything."""
-    from autograder.build import assignments
-
     db = gradebook.normalize_url(db_url or f"sqlite:///{root / 'gradebook.db'}")
     by_name = {a.name: a for a in assignments(solutions)}
     return outputs.write_report(root, db, out or root / "grading", by_name)
@@ -246,13 +245,8 @@ def _assignment_by_cells(path: Path, course: list[Assignment]) -> Assignment:
     from autograder.build import source_notebook
 
     nb = nbformat.read(path, as_version=4)
-    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None, "setup"}
-    overlap = {
-        a.name: len(
-            ids & {c.metadata.get("nbgrader", {}).get("grade_id") for c in source_notebook(a.source).cells}
-        )
-        for a in course
-    }
+    ids = {grade_id(c) for c in nb.cells} - {None, "setup"}
+    overlap = {a.name: len(ids & {grade_id(c) for c in source_notebook(a.source).cells}) for a in course}
     best = max(overlap.values(), default=0)
     fits = [a for a in course if overlap[a.name] == best]
     if best == 0 or len(fits) > 1:
@@ -269,8 +263,6 @@ def check_notebook(path: Path, solutions: Path = SOLUTIONS, use_jail: bool | Non
     The assignment is the one whose name the file name contains, or else the one whose answer
     cells the notebook has.
     """
-    from autograder.build import assignments
-
     course = assignments(solutions)
     named = [a for a in course if a.name in path.name]
     if named:

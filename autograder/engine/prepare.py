@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from nbformat import NotebookNode
 from nbformat.v4 import new_notebook
 
+from autograder.course import nbgrader_metadata
+
 
 @dataclass(frozen=True)
 class CheckCall:
@@ -49,9 +51,7 @@ class Prepared:
 
 
 def _meta(cell: NotebookNode) -> dict:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    # nbformat does not validate it: a learner's edit can make it any JSON value
-    return meta if isinstance(meta, dict) else {}
+    return nbgrader_metadata(cell)
 
 
 def _is_protected(cell: NotebookNode) -> bool:

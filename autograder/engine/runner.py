@@ -30,6 +30,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 
+from autograder.engine.contract import Events, Job, Stop, StopReason, cell_event, end_event
 from autograder.engine.seeds import hidden_lines, redact
 from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME
 
@@ -138,40 +139,27 @@ def bound_messages(km: AsyncKernelManager, limit: int) -> None:
 MESSAGE_OVERHEAD = 64 * 1024
 
 
-class Events:
-    """The job's event log: one JSON object a line, flushed as soon as it is written."""
-
-    def __init__(self, path: Path) -> None:
-        self._file = path.open("a", encoding="utf-8")
-
-    def write(self, **event: Any) -> None:
-        """Append one event, stamped with the wall-clock time (for the engine's timing breakdown)."""
-        event["t"] = time.time()
-        self._file.write(json.dumps(event) + "\n")
-        self._file.flush()
-
-
 def _cell_event(
     cell: Any, index: int, status: str, seconds: float, graded: bool, hidden: list[str]
 ) -> dict[str, Any]:
-    event: dict[str, Any] = {"event": "cell", "index": index, "id": cell.get("id"), "status": status}
-    event["seconds"] = round(seconds, 3)
     errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    error = None
     if status == "interrupted":
-        event["error"] = INTERRUPTED
+        error = INTERRUPTED
     elif errors:
         # Taken out before the message is cut: a cut echo of a hidden test is still an echo.
-        error = f"{errors[-1].get('ename', '')}: {errors[-1].get('evalue', '')}"
-        event["error"] = redact(error, hidden)[:ERROR_LENGTH]
+        raw = f"{errors[-1].get('ename', '')}: {errors[-1].get('evalue', '')}"
+        error = redact(raw, hidden)[:ERROR_LENGTH]
+    evidence = stderr = None
     if graded:
-        event["evidence"] = [
+        evidence = [
             o["data"][EVIDENCE_MIME]
             for o in cell.get("outputs", [])
             if o.get("output_type") == "display_data"
             and isinstance(o.get("data", {}).get(EVIDENCE_MIME), str)
         ]
-        event["stderr"] = any(o.get("name") == "stderr" for o in cell.get("outputs", []))
-    return event
+        stderr = any(o.get("name") == "stderr" for o in cell.get("outputs", []))
+    return cell_event(index, cell.get("id"), status, seconds, error, evidence, stderr)
 
 
 def _kernel_alive(km: AsyncKernelManager) -> bool:
@@ -226,21 +214,21 @@ def _interrupted(client: LimitedClient) -> bool:
 
 
 def _execute(
-    client: LimitedClient, nb: Any, job: dict[str, Any], graded: set[str], deadline: float, events: Events
-) -> dict[str, Any]:
-    """Run the code cells in order until the end or the first stop; return the stop (None reason: no stop).
+    client: LimitedClient, nb: Any, job: Job, graded: set[str], deadline: float, events: Events
+) -> Stop | None:
+    """Run the code cells in order until the end or the first stop; return the stop (None: no stop).
 
     A cell over its time limit is interrupted, as nbgrader does, and the notebook goes on when the
     kernel answers; it stops only when the kernel does not, or at the notebook's own limit.
     """
-    cell_timeout = float(job["cell_timeout"])
+    cell_timeout = float(job.cell_seconds)
     hidden = hidden_lines(nb)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return {"reason": "notebook_timeout", "cell": cell.get("id")}
+            return Stop(StopReason.NOTEBOOK_TIMEOUT, cell.get("id"))
         client.timeout = max(1, int(min(cell_timeout, remaining)))
         began = time.monotonic()
         try:
@@ -259,26 +247,26 @@ def _execute(
         if status == "timeout" and client.timeout >= cell_timeout and _interrupted(client):
             status = "interrupted"
         seconds = time.monotonic() - began
-        events.write(**_cell_event(cell, index, status, seconds, cell.get("id") in graded, hidden))
+        events.write(_cell_event(cell, index, status, seconds, cell.get("id") in graded, hidden))
         if status == "timeout":
-            reason = "notebook_timeout" if client.timeout < cell_timeout else "cell_timeout"
-            return {"reason": reason, "cell": cell.get("id"), "limit": client.timeout}
+            reason = StopReason.NOTEBOOK_TIMEOUT if client.timeout < cell_timeout else StopReason.CELL_TIMEOUT
+            return Stop(reason, cell.get("id"), limit=client.timeout)
         if status == "output_limit":
-            return {"reason": status, "cell": cell.get("id"), "bytes": client.output_budget}
+            return Stop(StopReason.OUTPUT_LIMIT, cell.get("id"), bytes=client.output_budget)
         if status == "bad_message":
-            return {"reason": status, "cell": cell.get("id"), "detail": client.bad_message}
+            return Stop(StopReason.BAD_MESSAGE, cell.get("id"), detail=client.bad_message)
         if status == "dead":
-            return {"reason": status, "cell": cell.get("id"), "detail": _kernel_exit(client.km)}
-    return {"reason": None}
+            return Stop(StopReason.DEAD, cell.get("id"), detail=_kernel_exit(client.km))
+    return None
 
 
-def run(job: dict[str, Any]) -> None:
+def run(job: Job) -> None:
     """Execute the job's notebook and write its events."""
-    events = Events(Path(job["events"]))
-    events.write(event="start")
-    workdir = job["workdir"]
-    nb = nbformat.read(job["notebook"], as_version=4)
-    graded = set(job["grade_cells"])
+    events = Events(Path(job.events))
+    events.write({"event": "start"})
+    workdir = job.workdir
+    nb = nbformat.read(job.notebook, as_version=4)
+    graded = set(job.grade_cells)
     os.environ.update(
         {EVIDENCE_ENV: "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     )
@@ -286,47 +274,47 @@ def run(job: dict[str, Any]) -> None:
 
     km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(workdir, "kernel"))
     km.connection_file = os.path.join(workdir, "kernel.json")
-    km.jail_prefix = list(job.get("jail_prefix") or [])
-    km.zygote = zygote_for(job.get("kernel", "torch"))
-    km.jail_spec = job.get("jail_spec")
-    bound_messages(km, int(job["output_bytes"]) + MESSAGE_OVERHEAD)
+    km.jail_prefix = list(job.jail_prefix)
+    km.zygote = zygote_for(job.kernel)
+    km.jail_spec = job.jail_spec
+    bound_messages(km, int(job.output_bytes) + MESSAGE_OVERHEAD)
     client = LimitedClient(
         nb,
         km=km,
-        timeout=int(job["cell_timeout"]),
+        timeout=int(job.cell_seconds),
         allow_errors=True,
         kernel_name="python3",
-        startup_timeout=int(job.get("startup_timeout", 60)),
+        startup_timeout=int(job.startup_timeout),
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
         resources={"metadata": {"path": workdir}},
     )
-    client.output_budget = int(job["output_bytes"])
+    client.output_budget = int(job.output_bytes)
 
     client.shutdown_kernel = "immediate"
 
     start = time.monotonic()
-    deadline = start + float(job["notebook_timeout"])
-    stop: dict[str, Any] = {"reason": None}
+    deadline = start + float(job.notebook_seconds)
+    stop: Stop | None = None
     process = None
     try:
         with client.setup_kernel(cwd=workdir, cleanup_kc=True):
             process = km.provisioner.process if km.provisioner is not None else None
-            events.write(event="kernel", seconds=round(time.monotonic() - start, 3))
+            events.write({"event": "kernel", "seconds": round(time.monotonic() - start, 3)})
             client.watch_disconnects()
             try:
                 stop = _execute(client, nb, job, graded, deadline, events)
             finally:
                 client.stop_watching()
     except Exception as exc:  # noqa: BLE001 - a kernel that never starts must still end in a stated outcome
-        if stop.get("reason") is None:
-            stop = {"reason": "kernel_failed", "detail": f"{type(exc).__name__}: {exc}"[:500]}
+        if stop is None:
+            stop = Stop(StopReason.KERNEL_FAILED, detail=f"{type(exc).__name__}: {exc}"[:500])
     finally:
         # Whatever happened, nothing of the kernel may outlive the job.
         if process is not None and process.poll() is None:
             process.kill()
-    if job.get("executed"):
-        nbformat.write(nb, job["executed"])
-    events.write(event="end", seconds=round(time.monotonic() - start, 3), **stop)
+    if job.executed:
+        nbformat.write(nb, job.executed)
+    events.write(end_event(stop, round(time.monotonic() - start, 3)))
 
 
 #: Where this runner's zygotes put their sockets; None when kernels start without a zygote.
@@ -398,7 +386,7 @@ def serve(zygote_dir: Path | None = None) -> int:
         if not path:
             continue
         try:
-            run(json.loads(Path(path).read_text()))
+            run(Job.read(Path(path)))
         except Exception as exc:  # noqa: BLE001 - report and go on with the next job
             print(f"runner error on {path}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         answers.write(f"done {path}\n")
@@ -409,7 +397,7 @@ def main(argv: list[str]) -> int:
     """Run the job described by the JSON file ``argv[0]``, or serve jobs with ``--serve``."""
     if argv[:1] == ["--serve"]:
         return serve(Path(argv[2]) if argv[1:2] == ["--zygote"] else None)
-    run(json.loads(Path(argv[0]).read_text()))
+    run(Job.read(Path(argv[0])))
     return 0
 
 

@@ -17,6 +17,7 @@ import secrets
 
 from nbformat import NotebookNode
 
+from autograder import course
 from autograder.engine.prepare import CheckCall, GradeCell, Prepared
 
 #: Fresh seeds come from this range: wide enough that no answer can be precomputed for each, small
@@ -73,7 +74,7 @@ def fresh(prepared: Prepared, seeds: dict[str, int] | None = None) -> tuple[Prep
     by_id = {c.grade_id: c for c in prepared.grade_cells}
     notebook = prepared.notebook
     for cell in notebook.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = course.grade_id(cell)
         graded = by_id.get(grade_id) if cell.get("cell_type") == "code" else None
         if graded is None or graded.final_call is None:
             continue

@@ -13,22 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.checks import all_checks
+from autograder.engine.contract import Stop, StopReason
 from autograder.engine.prepare import GradeCell
 from autograder.evidence import EvidenceError, loads
 from autograder.grading import grade
 from autograder.report import Report
 
-#: How the runner's stop reasons read in feedback.
-STOP_REASONS = {
-    "cell_timeout": "a cell ran longer than the {limit} s a cell may take, and was stopped",
-    "notebook_timeout": "the notebook ran longer than its time limit, and was stopped",
-    "output_limit": "the notebook printed more than the {bytes} bytes of output allowed, and was stopped",
-    "dead": "the kernel died ({detail})",
-    "kernel_failed": "the kernel could not be started ({detail})",
-    "killed": "the grader stopped the notebook at its hard time limit",
-    "runner_failed": "the grader's runner failed ({detail})",
-    "bad_message": "the notebook sent the grader a message it could not handle ({detail}), and was stopped",
-}
+#: How the runner's stop reasons read in feedback, by code (the wording is :class:`StopReason`'s).
+STOP_REASONS = {reason.value: reason.wording for reason in StopReason}
 
 
 @dataclass
@@ -51,6 +43,8 @@ class NotebookResult:
     stop: str | None = None
     """Why execution stopped early, in words; None when every cell ran."""
     notes: list[str] = field(default_factory=list)
+    stopped: Stop | None = None
+    """Why execution stopped early, as the runner recorded it; None when every cell ran."""
 
     @property
     def score(self) -> float:
@@ -70,16 +64,8 @@ def check_for(function: str):
 
 def describe_stop(end: dict[str, Any]) -> str | None:
     """The runner's stop event in words, or None when the notebook ran to the end."""
-    reason = end.get("reason")
-    if not reason:
-        return None
-    template = STOP_REASONS.get(reason, reason)
-    text = template.format(
-        limit=end.get("limit", "?"), bytes=end.get("bytes", "?"), detail=end.get("detail", "?")
-    )
-    if end.get("cell"):
-        text += f" (in cell {end['cell']!r})"
-    return text
+    stop = Stop.from_dict(end)
+    return stop.sentence() if stop else None
 
 
 def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) -> CellResult:
@@ -130,6 +116,7 @@ def grade_notebook(cells: list[GradeCell], events: list[dict[str, Any]]) -> Note
     """Score every graded cell of one notebook from the runner's events."""
     by_id = {e.get("id"): e for e in events if e.get("event") == "cell"}
     ends = [e for e in events if e.get("event") == "end"]
-    stop = describe_stop(ends[-1]) if ends else STOP_REASONS["killed"]
+    stopped = Stop.from_dict(ends[-1]) if ends else Stop(StopReason.KILLED)
+    stop = stopped.sentence() if stopped else None
     results = [grade_cell(cell, by_id.get(cell.grade_id), stop) for cell in cells]
-    return NotebookResult(results, stop)
+    return NotebookResult(results, stop, stopped=stopped)
