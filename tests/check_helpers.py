@@ -46,14 +46,17 @@ def solution_cells(assignment: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": f"solutions_{assignment}"}
     torch = sys.modules.get("torch")
     default_dtype = torch.get_default_dtype() if torch else None
+    rng_state = torch.get_rng_state() if torch else None
     for cell in source_notebook(path).cells:
         role = cell.metadata.get("nbgrader", {})
         runs = role.get("solution") or (role.get("locked") and not role.get("grade"))
         if cell.cell_type == "code" and runs:
             exec(compile(cell.source, f"{path.name}:{role['grade_id']}", "exec"), namespace)  # noqa: S102
-    # a set-up cell may change torch's global default dtype (notebook 03 makes it float64): that
-    # belongs to the notebook's kernel, not to this test session
+    # a set-up cell may change torch's global default dtype (notebook 03 makes it float64) or seed its
+    # generator (notebook 04): that belongs to the notebook's kernel, not to this test session
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_default_dtype(default_dtype or torch.float32)
+        if rng_state is not None:
+            torch.set_rng_state(rng_state)
     return namespace
