@@ -14,7 +14,6 @@ from torch import nn
 
 from autograder.checks import custom_functions as checks
 from autograder.grading.toolkit import backward_returns, step_error
-from backprop_utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers: the course's own solutions, run once; the wrong answers below are hand-written
@@ -589,20 +588,9 @@ def train_spiral_ignores_class(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
 
 
 def train_spiral_seeded_late(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
-    """Mistake: torch.manual_seed(seed) after the model is built, so its weights are not the recipe's."""
-    X, y = make_spiral(seed=seed)
-    X, y = torch.tensor(X), torch.tensor(y)
-    model = nn.Sequential(linear_cls(2, hidden), nn.ReLU(), linear_cls(hidden, 3)).double()
-    torch.manual_seed(seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        loss = F.cross_entropy(model(X), y)
-        losses.append(loss.item())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return losses
+    """Mistake: torch.manual_seed(seed) only after the model is built, so its weights are not the recipe's."""
+    layers = iter([linear_cls(2, hidden), linear_cls(hidden, 3)])  # drawn before the seed is set
+    return train_spiral(lambda *size: next(layers), seed, steps, hidden, lr)
 
 
 def train_spiral_own_lr(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):

@@ -60,13 +60,11 @@ def test_the_references_are_the_solutions():
 
 def forward_differences(f, x, h=1e-5):
     """Mistake: (f(x + h) - f(x)) / h, accurate only to ~h f''."""
-    grad = np.zeros(x.shape)
-    fx = f(x)
+    fx, grad = f(x), np.zeros(x.shape)
     for index in np.ndindex(x.shape):
-        saved = x[index]
-        x[index] = saved + h
-        grad[index] = (f(x) - fx) / h
-        x[index] = saved
+        stepped = x.copy()
+        stepped[index] += h
+        grad[index] = (f(stepped) - fx) / h
     return grad
 
 
