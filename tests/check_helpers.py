@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from autograder import evidence as evidence_json
@@ -60,3 +61,17 @@ def solution_cells(assignment: str) -> dict[str, Any]:
         if rng_state is not None:
             torch.set_rng_state(rng_state)
     return namespace
+
+
+def changed_backward(name: str, reference: type, change: Callable[..., Any]) -> type:
+    """A wrong answer made from the solution's ``torch.autograd.Function`` ``reference``: the same
+    forward, and a backward that returns ``change(*gradients, grad_output=...)``, where gradients are
+    what the reference's backward returns (one tensor counts as a tuple of one) and grad_output is
+    the first gradient backward receives."""
+
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        gradients = reference.backward(ctx, *grad_outputs)
+        gradients = gradients if isinstance(gradients, tuple) else (gradients,)
+        return change(*gradients, grad_output=grad_outputs[0])
+
+    return type(name, (reference,), {"backward": staticmethod(backward), "__module__": reference.__module__})

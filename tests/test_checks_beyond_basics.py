@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from check_helpers import grade, solution_cells
+from check_helpers import changed_backward, grade, solution_cells
 
 from autograder.checks import Check
 from autograder.checks import beyond_basics as checks
@@ -132,13 +132,12 @@ class OldStyleLinear(torch.autograd.Function):
     backward = LinearFunctionFunc.backward
 
 
-class BiasNotReduced(LinearFunctionFunc):
-    """grad_bias = grad_output: autograd sums it back to (M,), only a direct call shows the shape."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
-        return gi, gw, (grad_output if gb is not None else None)
+# grad_bias = grad_output: autograd sums it back to (M,), only a direct call shows the shape.
+BiasNotReduced = changed_backward(
+    "BiasNotReduced",
+    LinearFunctionFunc,
+    lambda gi, gw, gb, grad_output: (gi, gw, grad_output if gb is not None else None),
+)
 
 
 class NoVmapRule(LinearFunctionFunc):
@@ -230,12 +229,15 @@ class BiasFirstAxisOnly(LinearFunction):
         return gi, gw, gb
 
 
-class WeightMean(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        n = grad_output.numel() // grad_output.shape[-1]
-        return gi, (gw / n if gw is not None else None), gb
+WeightMean = changed_backward(
+    "WeightMean",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (
+        gi,
+        gw / (grad_output.numel() // grad_output.shape[-1]) if gw is not None else None,
+        gb,
+    ),
+)
 
 
 class TransposeLastTwo(LinearFunction):
@@ -453,11 +455,9 @@ class SceNaive(SoftmaxCrossEntropy):
         return -probs[torch.arange(n), targets].log().mean()
 
 
-class SceSum(SoftmaxCrossEntropy):
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad, _ = SoftmaxCrossEntropy.backward(ctx, grad_output)
-        return grad * ctx.saved_tensors[0].shape[0], None
+SceSum = changed_backward(
+    "SceSum", SoftmaxCrossEntropy, lambda grad, _, grad_output: (grad * grad.shape[0], None)
+)
 
 
 class SceTargetsGrad(SoftmaxCrossEntropy):
@@ -609,34 +609,27 @@ def test_each_ctx_lesson_costs_its_item_only():
 # ---------------------------------------------------------------------------------------------------
 
 
-class FuncTrailingNone(LinearFunctionFunc):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (*LinearFunctionFunc.backward(ctx, grad_output), None)
+FuncTrailingNone = changed_backward(
+    "FuncTrailingNone", LinearFunctionFunc, lambda *grads, grad_output: (*grads, None)
+)
 
 
-class BatchedTrailingNone(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (*LinearFunction.backward(ctx, grad_output), None, None)
+BatchedTrailingNone = changed_backward(
+    "BatchedTrailingNone", LinearFunction, lambda *grads, grad_output: (*grads, None, None)
+)
 
 
-class SceBareTrailing(SoftmaxCrossEntropy):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (*SoftmaxCrossEntropy.backward(ctx, grad_output), None)
+SceBareTrailing = changed_backward(
+    "SceBareTrailing", SoftmaxCrossEntropy, lambda *grads, grad_output: (*grads, None)
+)
 
 
-class LegendreOneTuple(LegendrePolynomial3):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (LegendrePolynomial3.backward(ctx, grad_output), None)
+LegendreOneTuple = changed_backward(
+    "LegendreOneTuple", LegendrePolynomial3, lambda grad, grad_output: (grad, None)
+)
 
 
-class MaxTrailingNone(MaxWithIndex):
-    @staticmethod
-    def backward(ctx, grad_values, grad_indices):
-        return MaxWithIndex.backward(ctx, grad_values, grad_indices), None
+MaxTrailingNone = changed_backward("MaxTrailingNone", MaxWithIndex, lambda grad, grad_output: (grad, None))
 
 
 @pytest.mark.parametrize(
@@ -684,13 +677,12 @@ def test_a_typo_in_backward_keeps_the_forward_values():
     assert "NameError" in items["dx"].message and not items["dx"].passed
 
 
-class FuncBiasSqueezed(LinearFunctionFunc):
-    """The older docs' ``grad_output.sum(0).squeeze(0)``: a 0-d bias gradient when out_features = 1."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
-        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+# The older docs' ``grad_output.sum(0).squeeze(0)``: a 0-d bias gradient when out_features = 1.
+FuncBiasSqueezed = changed_backward(
+    "FuncBiasSqueezed",
+    LinearFunctionFunc,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.sum(0).squeeze(0)),
+)
 
 
 def test_func_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from check_helpers import blank, failed, grade, item, solution_cells
+from check_helpers import blank, changed_backward, failed, grade, item, solution_cells
 from torch import nn
 
 from autograder.checks import custom_functions as checks
@@ -272,11 +272,11 @@ def test_my_relu_mistakes() -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-class BiasNotSummed(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, gw, (grad_output if gb is not None else None)
+BiasNotSummed = changed_backward(
+    "BiasNotSummed",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, grad_output if gb is not None else None),
+)
 
 
 class WeightTransposed(LinearFunction):
@@ -760,13 +760,12 @@ def test_a_value_beyond_the_inputs_that_is_not_none_loses_points_in_every_item()
     assert "only extra trailing Nones are ignored" in item(report, "grad_bias").message
 
 
-class BiasSqueezed(LinearFunction):
-    """``grad_output.sum(0).squeeze(0)``, from older PyTorch docs: a 0-d gradient when out_features = 1."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+# ``grad_output.sum(0).squeeze(0)``, from older PyTorch docs: a 0-d gradient when out_features = 1.
+BiasSqueezed = changed_backward(
+    "BiasSqueezed",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.sum(0).squeeze(0)),
+)
 
 
 def test_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named() -> None:
@@ -778,14 +777,13 @@ def test_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named()
     assert report.score < 6.0
 
 
-class BiasSqueezedEverywhere(LinearFunction):
-    """``.squeeze()`` with no axis: also wrong at in_features = 1? No: only the bias is squeezed; the
-    weight gradient squeezed breaks at in = 1."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, (None if gw is None else gw.squeeze()), gb
+# ``.squeeze()`` with no axis: also wrong at in_features = 1? No: only the bias is squeezed; the
+#     weight gradient squeezed breaks at in = 1.
+BiasSqueezedEverywhere = changed_backward(
+    "BiasSqueezedEverywhere",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, None if gw is None else gw.squeeze(), gb),
+)
 
 
 def test_a_squeezed_weight_gradient_loses_the_size_one_item() -> None:
@@ -794,11 +792,11 @@ def test_a_squeezed_weight_gradient_loses_the_size_one_item() -> None:
     assert "when in=1: grad_weight has shape (5,), expected (5, 1)" in item(report, "in = 1, out = 1").message
 
 
-class BiasMean(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, gw, (None if gb is None else grad_output.mean(0))
+BiasMean = changed_backward(
+    "BiasMean",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.mean(0)),
+)
 
 
 def test_a_factor_of_n_is_named_with_the_batch_size() -> None:
