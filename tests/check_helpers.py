@@ -75,3 +75,21 @@ def changed_backward(name: str, reference: type, change: Callable[..., Any]) -> 
         return change(*gradients, grad_output=grad_outputs[0])
 
     return type(name, (reference,), {"backward": staticmethod(backward), "__module__": reference.__module__})
+
+
+def scores_silently(score: float, points: float, capfd: Any) -> None:
+    """A test cell's score for a right answer: exactly ``points``, a float, with nothing on stderr
+    and no note in the feedback it printed (``capfd`` is pytest's fixture)."""
+    out, err = capfd.readouterr()
+    assert type(score) is float and score == points, out
+    assert err == ""
+    assert "note:" not in out
+
+
+def scores_zero_as_blank(score: float, capfd: Any) -> None:
+    """A test cell's score for an untouched stub: exactly 0.0, a float, with nothing on stderr and
+    feedback that says the exercise is not implemented yet."""
+    out, err = capfd.readouterr()
+    assert type(score) is float and score == 0.0, out
+    assert err == ""
+    assert "not implemented yet" in out
