@@ -73,3 +73,12 @@ def make_wheel() -> Path:
     wheel = REPO / "dist" / wheel_name()
     assert wheel.is_file(), f"`make wheel` did not make {wheel}"
     return wheel
+
+
+def source_and_release(root: Path, assignment: str) -> tuple[NotebookNode, NotebookNode]:
+    """The instructor's version of ``assignment`` and the released student version, as the course at
+    ``root`` holds them (``ensure_course`` made it)."""
+    return tuple(
+        nbformat.read(root / kind / assignment / f"{assignment}.ipynb", as_version=4)
+        for kind in ("source", "release")
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_helpers import CHROMIUM, FLAGS
+from notebook_helpers import CHROMIUM, FLAGS, source_and_release
 from test_engine import FIXTURE, LIMITS, blank_answer
 
 from autograder.build import COURSE_ID
@@ -40,8 +40,7 @@ def lab(tmp_path: Path):
     """A graded class (ada 7/7, half 4/7) and JupyterLab serving its course with formgrader."""
     root = tmp_path / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / TINY / f"{TINY}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / TINY / f"{TINY}.ipynb", as_version=4)
+    source, release = source_and_release(root, TINY)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     nbformat.write(solved(source, release), inbox / f"ada_{TINY}.ipynb")
