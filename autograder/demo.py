@@ -116,8 +116,9 @@ def _insert_after_answers(nb: NotebookNode, code_for: Callable[[str], str | None
     return nb
 
 
-def _solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
-    """The student version with the reference answers typed in: what a learner who solved it submits."""
+def solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
+    """The student version with the reference answers typed in: what a learner who solved it submits.
+    The one copy: the tests and the benchmarks make their solved submissions with it too."""
     nb = copy.deepcopy(release)
     answers = {c.id: c.source for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
     for cell in nb.cells:
@@ -128,9 +129,9 @@ def _solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
 
 def _after_second_answer(code: str) -> Callable[[NotebookNode, NotebookNode], NotebookNode]:
     def make(source: NotebookNode, release: NotebookNode) -> NotebookNode:
-        solved = _solved(source, release)
-        target = solved.cells[_answers(solved)[1]].metadata["nbgrader"]["grade_id"]
-        return _insert_after_answers(solved, lambda grade_id: code if grade_id == target else None)
+        nb = solved(source, release)
+        target = nb.cells[_answers(nb)[1]].metadata["nbgrader"]["grade_id"]
+        return _insert_after_answers(nb, lambda grade_id: code if grade_id == target else None)
 
     return make
 
@@ -141,9 +142,9 @@ def _cheat(source: NotebookNode, release: NotebookNode) -> NotebookNode:
 
 
 STUDENTS: dict[str, Callable[[NotebookNode, NotebookNode], NotebookNode]] = {
-    "ada": _solved,
+    "ada": solved,
     "blake": lambda source, release: release,
-    "casey": lambda source, release: _insert_after_answers(_solved(source, release), MISTAKES.get),
+    "casey": lambda source, release: _insert_after_answers(solved(source, release), MISTAKES.get),
     "dana": _after_second_answer(HANG),
     "eve": _after_second_answer(CRASH),
     "mallory": _cheat,

@@ -12,7 +12,6 @@ and the overhead beyond them (runner process, kernel start-up and shutdown, prep
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import shutil
 import statistics
@@ -25,20 +24,12 @@ from pathlib import Path
 import nbformat
 
 from autograder.build import SOLUTIONS, ensure_tools_on_path, nbgrader_config
+from autograder.demo import solved
 from autograder.engine.pipeline import ensure_course, grade_class
 
 
-def _solved(source, release):
-    nb = copy.deepcopy(release)
-    answers = {c.id: c.source for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
-    for cell in nb.cells:
-        if cell.id in answers:
-            cell.source = answers[cell.id]
-    return nb
-
-
 def _half(source, release):
-    nb = _solved(source, release)
+    nb = solved(source, release)
     stubs = {c.id: c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("solution")}
     for cell in [c for c in nb.cells if c.id in stubs][1::2]:
         cell.source = stubs[cell.id]
@@ -49,7 +40,7 @@ def make_submissions(root: Path, assignment: str, n: int) -> dict[str, object]:
     """n honest notebooks: solved, blank and half-done in turn, keyed by student id."""
     source = nbformat.read(root / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     release = nbformat.read(root / "release" / assignment / f"{assignment}.ipynb", as_version=4)
-    kinds = [_solved, lambda s, r: r, _half]
+    kinds = [solved, lambda s, r: r, _half]
     return {f"s{i:03d}": kinds[i % 3](source, release) for i in range(n)}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from autograder import evidence as evidence_json
@@ -46,14 +47,49 @@ def solution_cells(assignment: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": f"solutions_{assignment}"}
     torch = sys.modules.get("torch")
     default_dtype = torch.get_default_dtype() if torch else None
+    rng_state = torch.get_rng_state() if torch else None
     for cell in source_notebook(path).cells:
         role = cell.metadata.get("nbgrader", {})
         runs = role.get("solution") or (role.get("locked") and not role.get("grade"))
         if cell.cell_type == "code" and runs:
             exec(compile(cell.source, f"{path.name}:{role['grade_id']}", "exec"), namespace)  # noqa: S102
-    # a set-up cell may change torch's global default dtype (notebook 03 makes it float64): that
-    # belongs to the notebook's kernel, not to this test session
+    # a set-up cell may change torch's global default dtype (notebook 03 makes it float64) or seed its
+    # generator (notebook 04): that belongs to the notebook's kernel, not to this test session
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_default_dtype(default_dtype or torch.float32)
+        if rng_state is not None:
+            torch.set_rng_state(rng_state)
     return namespace
+
+
+def changed_backward(name: str, reference: type, change: Callable[..., Any]) -> type:
+    """A wrong answer made from the solution's ``torch.autograd.Function`` ``reference``: the same
+    forward, and a backward that returns ``change(*gradients, grad_output=...)``, where gradients are
+    what the reference's backward returns (one tensor counts as a tuple of one) and grad_output is
+    the first gradient backward receives."""
+
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        gradients = reference.backward(ctx, *grad_outputs)
+        gradients = gradients if isinstance(gradients, tuple) else (gradients,)
+        return change(*gradients, grad_output=grad_outputs[0])
+
+    return type(name, (reference,), {"backward": staticmethod(backward), "__module__": reference.__module__})
+
+
+def scores_silently(score: float, points: float, capfd: Any) -> None:
+    """A test cell's score for a right answer: exactly ``points``, a float, with nothing on stderr
+    and no note in the feedback it printed (``capfd`` is pytest's fixture)."""
+    out, err = capfd.readouterr()
+    assert type(score) is float and score == points, out
+    assert err == ""
+    assert "note:" not in out
+
+
+def scores_zero_as_blank(score: float, capfd: Any) -> None:
+    """A test cell's score for an untouched stub: exactly 0.0, a float, with nothing on stderr and
+    feedback that says the exercise is not implemented yet."""
+    out, err = capfd.readouterr()
+    assert type(score) is float and score == 0.0, out
+    assert err == ""
+    assert "not implemented yet" in out

@@ -1,7 +1,8 @@
 """Student notebooks as a learner has them: untouched, or with every exercise solved (the reference).
 
 Shared by the tests that run the notebooks outside the grading engine: in a real JupyterLab
-(``test_lab_browser.py``) and alone with only the course's wheel installed (``test_wheel.py``).
+(``test_lab_browser.py``) and alone with only the course's wheel installed (``test_wheel.py``); the
+browser both browser tests drive (``test_lab_browser.py``, ``test_formgrader.py``) is set up here too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,18 @@ from autograder.build import NOTEBOOKS, SOLUTIONS, source_notebook
 REPO = Path(__file__).resolve().parent.parent
 NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's headless Chromium, driven through Playwright
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def student_notebook(name: str) -> NotebookNode:
@@ -60,3 +73,12 @@ def make_wheel() -> Path:
     wheel = REPO / "dist" / wheel_name()
     assert wheel.is_file(), f"`make wheel` did not make {wheel}"
     return wheel
+
+
+def source_and_release(root: Path, assignment: str) -> tuple[NotebookNode, NotebookNode]:
+    """The instructor's version of ``assignment`` and the released student version, as the course at
+    ``root`` holds them (``ensure_course`` made it)."""
+    return tuple(
+        nbformat.read(root / kind / assignment / f"{assignment}.ipynb", as_version=4)
+        for kind in ("source", "release")
+    )

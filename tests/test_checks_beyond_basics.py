@@ -9,181 +9,39 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from torch.autograd.function import once_differentiable
+from check_helpers import changed_backward, grade, solution_cells
 
-from autograder import evidence as evidence_json
 from autograder.checks import Check
 from autograder.checks import beyond_basics as checks
 from autograder.grading import beyond_basics as graders
 
 # ---------------------------------------------------------------------------------------------------
-# Reference answers (the notebook's solutions)
+# Reference answers: the course's own solutions, run once; the wrong answers below are hand-written
 # ---------------------------------------------------------------------------------------------------
 
-
-class LinearFunctionFunc(torch.autograd.Function):
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(input, weight, bias=None):
-        output = input.mm(weight.t())
-        if bias is not None:
-            output = output + bias
-        return output
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        input, weight, bias = (*inputs, None)[:3]
-        ctx.save_for_backward(input, weight, bias)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        grad_input = grad_weight = grad_bias = None
-        if ctx.needs_input_grad[0]:
-            grad_input = grad_output.mm(weight)
-        if ctx.needs_input_grad[1]:
-            grad_weight = grad_output.t().mm(input)
-        if bias is not None and ctx.needs_input_grad[2]:
-            grad_bias = grad_output.sum(0)
-        return grad_input, grad_weight, grad_bias
+SOLUTION = solution_cells("05_beyond_the_basics")
+LinearFunctionFunc, LinearFunction = SOLUTION["LinearFunctionFunc"], SOLUTION["LinearFunction"]
+Cube, NumpyCube = SOLUTION["Cube"], SOLUTION["NumpyCube"]
+MaxWithIndex, InplaceReLU, SquareAndCube = (
+    SOLUTION["MaxWithIndex"],
+    SOLUTION["InplaceReLU"],
+    SOLUTION["SquareAndCube"],
+)
+SoftmaxCrossEntropy, LegendrePolynomial3 = SOLUTION["SoftmaxCrossEntropy"], SOLUTION["LegendrePolynomial3"]
+fit_legendre = SOLUTION["fit_legendre"]
 
 
-class LinearFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, weight, bias=None):
-        ctx.save_for_backward(input, weight, bias)
-        output = input.matmul(weight.t())
-        if bias is not None:
-            output = output + bias
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        grad_input = grad_weight = grad_bias = None
-        g2 = grad_output.reshape(-1, weight.shape[0])
-        if ctx.needs_input_grad[0]:
-            grad_input = grad_output.matmul(weight)
-        if ctx.needs_input_grad[1]:
-            grad_weight = g2.t().mm(input.reshape(-1, weight.shape[1]))
-        if bias is not None and ctx.needs_input_grad[2]:
-            grad_bias = g2.sum(0)
-        return grad_input, grad_weight, grad_bias
+def test_the_references_are_the_solutions():
+    for fn in (LinearFunctionFunc.setup_context, LinearFunction.backward, fit_legendre):
+        assert fn.__code__.co_filename.startswith("05_beyond_the_basics.py:"), fn
 
 
-class Cube(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x**3
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return 3 * x**2 * grad_output
-
-
-class NumpyCube(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.from_numpy(x.detach().numpy() ** 3)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return torch.from_numpy(3 * x.numpy() ** 2 * grad_output.numpy())
-
-
-class MaxWithIndex(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, scores):
-        values, indices = scores.max(dim=1)
-        ctx.mark_non_differentiable(indices)
-        ctx.save_for_backward(indices)
-        ctx.shape = scores.shape
-        return values, indices
-
-    @staticmethod
-    def backward(ctx, grad_values, grad_indices):
-        (indices,) = ctx.saved_tensors
-        grad = grad_values.new_zeros(ctx.shape)
-        grad.scatter_(1, indices.unsqueeze(1), grad_values.unsqueeze(1))
-        return grad
-
-
-class InplaceReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        x.clamp_(min=0)
-        ctx.mark_dirty(x)
-        ctx.save_for_backward(x)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (out,) = ctx.saved_tensors
-        return grad_output * (out > 0)
-
-
-class SquareAndCube(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x)
-        return x**2, x**3
-
-    @staticmethod
-    def backward(ctx, grad_square, grad_cube):
-        (x,) = ctx.saved_tensors
-        grad = torch.zeros_like(x)
-        if grad_square is not None:
-            grad = grad + 2 * x * grad_square
-        if grad_cube is not None:
-            grad = grad + 3 * x**2 * grad_cube
-        return grad
-
-
-class SoftmaxCrossEntropy(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, scores, targets):
-        shifted = scores - scores.max(dim=1, keepdim=True).values
-        log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
-        n = scores.shape[0]
-        loss = -log_probs[torch.arange(n), targets].mean()
-        ctx.save_for_backward(log_probs.exp(), targets)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        probs, targets = ctx.saved_tensors
-        n = probs.shape[0]
-        grad = probs.clone()
-        grad[torch.arange(n), targets] -= 1.0
-        return grad * (grad_output / n), None
-
-
-class LegendrePolynomial3(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input):
-        ctx.save_for_backward(input)
-        return 0.5 * (5 * input**3 - 3 * input)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (input,) = ctx.saved_tensors
-        return grad_output * 1.5 * (5 * input**2 - 1)
-
-
-def fit_legendre(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, init=(0.0, -1.0, 0.0, 0.3), mean=False):
-    a, b, c, d = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in init)
+def fit_legendre_with(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, mean=False):
+    """The tutorial's loop with one setting changed: the wrong fits below are made with it."""
+    a, b, c, d = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (0.0, -1.0, 0.0, 0.3))
     for _ in range(steps):
-        y_pred = a + b * P3.apply(c + d * x)
-        loss = (y_pred - y).pow(2)
-        loss = loss.mean() if mean else loss.sum()
-        loss.backward()
+        loss = (a + b * P3.apply(c + d * x) - y).pow(2)
+        (loss.mean() if mean else loss.sum()).backward()
         with torch.no_grad():
             for p in (a, b, c, d):
                 p -= lr * p.grad
@@ -196,23 +54,16 @@ def fit_legendre(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, init=(0.0, -
 # ---------------------------------------------------------------------------------------------------
 
 
-def _run(check: Check, *learner: Any, seed: int = 0):
-    evidence = check.collect(*learner, seed=seed)
-    return evidence, check.grade(evidence)
-
-
 def _assert_full(check: Check, *learner: Any, capfd) -> None:
     for seed in (0, 7):
-        evidence, report = _run(check, *learner, seed=seed)
+        report = grade(check, *learner, seed=seed)
         assert report.score == check.points, report.render()
-        again = check.grade(evidence_json.loads(evidence_json.dumps(evidence)))
-        assert again.score == report.score and again.render() == report.render()
     captured = capfd.readouterr()
     assert captured.err == ""
 
 
 def _assert_wrong(check: Check, *learner: Any, item: str, says: str) -> None:
-    _, report = _run(check, *learner)
+    report = grade(check, *learner)
     assert report.score < check.points, report.render()
     failed = [i for i in report.items if not i.passed]
     names = [i.name for i in failed]
@@ -259,7 +110,7 @@ def test_func_reference_full(capfd):
 
 
 def test_func_blank_zero():
-    assert _run(checks.LINEAR_FUNCTION_FUNC, BlankFunc)[1].score == 0.0
+    assert grade(checks.LINEAR_FUNCTION_FUNC, BlankFunc).score == 0.0
 
 
 class OldStyleLinear(torch.autograd.Function):
@@ -276,13 +127,12 @@ class OldStyleLinear(torch.autograd.Function):
     backward = LinearFunctionFunc.backward
 
 
-class BiasNotReduced(LinearFunctionFunc):
-    """grad_bias = grad_output: autograd sums it back to (M,), only a direct call shows the shape."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
-        return gi, gw, (grad_output if gb is not None else None)
+# grad_bias = grad_output: autograd sums it back to (M,), only a direct call shows the shape.
+BiasNotReduced = changed_backward(
+    "BiasNotReduced",
+    LinearFunctionFunc,
+    lambda gi, gw, gb, grad_output: (gi, gw, grad_output if gb is not None else None),
+)
 
 
 class NoVmapRule(LinearFunctionFunc):
@@ -341,7 +191,7 @@ def test_batched_reference_full(capfd):
 
 
 def test_batched_blank_zero():
-    assert _run(checks.BATCHED_LINEAR, Blank)[1].score == 0.0
+    assert grade(checks.BATCHED_LINEAR, Blank).score == 0.0
 
 
 class TwoDOnly(LinearFunction):
@@ -374,12 +224,15 @@ class BiasFirstAxisOnly(LinearFunction):
         return gi, gw, gb
 
 
-class WeightMean(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        n = grad_output.numel() // grad_output.shape[-1]
-        return gi, (gw / n if gw is not None else None), gb
+WeightMean = changed_backward(
+    "WeightMean",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (
+        gi,
+        gw / (grad_output.numel() // grad_output.shape[-1]) if gw is not None else None,
+        gb,
+    ),
+)
 
 
 class TransposeLastTwo(LinearFunction):
@@ -419,7 +272,7 @@ def test_double_reference_full(capfd):
 
 
 def test_double_blank_zero():
-    assert _run(checks.DOUBLE_BACKWARD, Blank, Blank)[1].score == 0.0
+    assert grade(checks.DOUBLE_BACKWARD, Blank, Blank).score == 0.0
 
 
 class CubeDetached(Cube):
@@ -487,7 +340,7 @@ def test_ctx_reference_full(capfd):
 
 
 def test_ctx_blank_zero():
-    assert _run(checks.CTX_FEATURES, Blank, Blank, Blank)[1].score == 0.0
+    assert grade(checks.CTX_FEATURES, Blank, Blank, Blank).score == 0.0
 
 
 class MaxIndicesDifferentiable(MaxWithIndex):
@@ -495,7 +348,7 @@ class MaxIndicesDifferentiable(MaxWithIndex):
     def forward(ctx, scores):
         values, indices = scores.max(dim=1)
         ctx.save_for_backward(indices)
-        ctx.shape = scores.shape
+        ctx.num_classes = scores.shape[1]  # what the solution's backward reads
         return values, indices.double()
 
 
@@ -540,7 +393,7 @@ class MaxNotMarked(MaxWithIndex):
     def forward(ctx, scores):
         values, indices = scores.max(dim=1)
         ctx.save_for_backward(indices)
-        ctx.shape = scores.shape
+        ctx.num_classes = scores.shape[1]  # what the solution's backward reads
         return values, indices
 
 
@@ -579,7 +432,7 @@ def test_sce_reference_full(capfd):
 
 
 def test_sce_blank_zero():
-    assert _run(checks.SOFTMAX_CROSS_ENTROPY_FUNCTION, Blank)[1].score == 0.0
+    assert grade(checks.SOFTMAX_CROSS_ENTROPY_FUNCTION, Blank).score == 0.0
 
 
 class SceIgnoresUpstream(SoftmaxCrossEntropy):
@@ -597,11 +450,9 @@ class SceNaive(SoftmaxCrossEntropy):
         return -probs[torch.arange(n), targets].log().mean()
 
 
-class SceSum(SoftmaxCrossEntropy):
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad, _ = SoftmaxCrossEntropy.backward(ctx, grad_output)
-        return grad * ctx.saved_tensors[0].shape[0], None
+SceSum = changed_backward(
+    "SceSum", SoftmaxCrossEntropy, lambda grad, _, grad_output: (grad * grad.shape[0], None)
+)
 
 
 class SceTargetsGrad(SoftmaxCrossEntropy):
@@ -641,7 +492,7 @@ def test_legendre_reference_full(capfd):
 
 
 def test_legendre_blank_zero():
-    assert _run(checks.LEGENDRE, Blank)[1].score == 0.0
+    assert grade(checks.LEGENDRE, Blank).score == 0.0
 
 
 class LegendreNoHalf(LegendrePolynomial3):
@@ -700,17 +551,17 @@ def test_fit_reference_full(capfd):
 
 
 def test_fit_blank_zero():
-    assert _run(checks.FIT_LEGENDRE, blank_fit)[1].score == 0.0
+    assert grade(checks.FIT_LEGENDRE, blank_fit).score == 0.0
 
 
 @pytest.mark.parametrize(
     ("fit", "item", "says"),
     [
-        (lambda x, y: fit_legendre(x, y, mean=True), "reaches", "sum (not the mean)"),
-        (lambda x, y: fit_legendre(x, y, steps=50), "reaches", "the tutorial's loop reaches"),
-        (lambda x, y: fit_legendre(x, y, lr=-5e-6, steps=20), "loss went down", "p -= lr"),
-        (lambda x, y: fit_legendre(x, y, lr=-5e-6), "returns", "diverged"),
-        (lambda x, y: fit_legendre(x, y, P3=LegendreWrongDerivative), "reaches", "tutorial"),
+        (lambda x, y: fit_legendre_with(x, y, mean=True), "reaches", "sum (not the mean)"),
+        (lambda x, y: fit_legendre_with(x, y, steps=50), "reaches", "the tutorial's loop reaches"),
+        (lambda x, y: fit_legendre_with(x, y, lr=-5e-6, steps=20), "loss went down", "p -= lr"),
+        (lambda x, y: fit_legendre_with(x, y, lr=-5e-6), "returns", "diverged"),
+        (lambda x, y: fit_legendre_with(x, y, P3=LegendreWrongDerivative), "reaches", "tutorial"),
         (lambda x, y: (0.0, -1.0, 0.0), "returns", "(a, b, c, d)"),
     ],
 )
@@ -733,7 +584,7 @@ def test_reference_fit_matches_autograd():
 
     x, y = checks.fit_legendre_data(3)
     ref = reference.legendre_fit(x, y, checks.FIT_INIT, checks.FIT_LR, 300)
-    mine = fit_legendre(torch.from_numpy(x), torch.from_numpy(y), steps=300)
+    mine = fit_legendre_with(torch.from_numpy(x), torch.from_numpy(y), steps=300)
     np.testing.assert_allclose(ref["params"], mine, rtol=1e-9, atol=1e-12)
 
 
@@ -744,7 +595,7 @@ def test_each_ctx_lesson_costs_its_item_only():
         ((MaxWithIndex, ReLUNotDirty, SquareAndCube), "InplaceReLU: in place, marked dirty"),
         ((MaxWithIndex, InplaceReLU, SquareCubeMaterialized), "SquareAndCube: None for an unused output"),
     ):
-        _, report = _run(checks.CTX_FEATURES, *classes)
+        report = grade(checks.CTX_FEATURES, *classes)
         assert {i.name for i in report.items if not i.passed} == {lost}, report.render()
 
 
@@ -753,34 +604,27 @@ def test_each_ctx_lesson_costs_its_item_only():
 # ---------------------------------------------------------------------------------------------------
 
 
-class FuncTrailingNone(LinearFunctionFunc):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (*LinearFunctionFunc.backward(ctx, grad_output), None)
+FuncTrailingNone = changed_backward(
+    "FuncTrailingNone", LinearFunctionFunc, lambda *grads, grad_output: (*grads, None)
+)
 
 
-class BatchedTrailingNone(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (*LinearFunction.backward(ctx, grad_output), None, None)
+BatchedTrailingNone = changed_backward(
+    "BatchedTrailingNone", LinearFunction, lambda *grads, grad_output: (*grads, None, None)
+)
 
 
-class SceBareTrailing(SoftmaxCrossEntropy):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (*SoftmaxCrossEntropy.backward(ctx, grad_output), None)
+SceBareTrailing = changed_backward(
+    "SceBareTrailing", SoftmaxCrossEntropy, lambda *grads, grad_output: (*grads, None)
+)
 
 
-class LegendreOneTuple(LegendrePolynomial3):
-    @staticmethod
-    def backward(ctx, grad_output):
-        return (LegendrePolynomial3.backward(ctx, grad_output), None)
+LegendreOneTuple = changed_backward(
+    "LegendreOneTuple", LegendrePolynomial3, lambda grad, grad_output: (grad, None)
+)
 
 
-class MaxTrailingNone(MaxWithIndex):
-    @staticmethod
-    def backward(ctx, grad_values, grad_indices):
-        return MaxWithIndex.backward(ctx, grad_values, grad_indices), None
+MaxTrailingNone = changed_backward("MaxTrailingNone", MaxWithIndex, lambda grad, grad_output: (grad, None))
 
 
 @pytest.mark.parametrize(
@@ -795,7 +639,7 @@ class MaxTrailingNone(MaxWithIndex):
     ids=lambda v: getattr(v, "name", ""),
 )
 def test_trailing_nones_keep_full_points(check, learner):
-    _, report = _run(check, *learner)
+    report = grade(check, *learner)
     assert report.score == check.points, report.render()
 
 
@@ -813,7 +657,7 @@ class LegendreBackwardTypo(LegendrePolynomial3):
 
 
 def test_a_forward_that_returns_none_is_blamed_on_forward():
-    _, report = _run(checks.LEGENDRE, LegendreReturnsNothing)
+    report = grade(checks.LEGENDRE, LegendreReturnsNothing)
     assert report.score == 0.0
     for i in report.items:
         assert "returned a NoneType, expected a tensor" in i.message or "not checked" in i.message, (
@@ -822,23 +666,22 @@ def test_a_forward_that_returns_none_is_blamed_on_forward():
 
 
 def test_a_typo_in_backward_keeps_the_forward_values():
-    _, report = _run(checks.LEGENDRE, LegendreBackwardTypo)
+    report = grade(checks.LEGENDRE, LegendreBackwardTypo)
     items = {i.name: i for i in report.items}
     assert items["y"].passed
     assert "NameError" in items["dx"].message and not items["dx"].passed
 
 
-class FuncBiasSqueezed(LinearFunctionFunc):
-    """The older docs' ``grad_output.sum(0).squeeze(0)``: a 0-d bias gradient when out_features = 1."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunctionFunc.backward(ctx, grad_output)
-        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+# The older docs' ``grad_output.sum(0).squeeze(0)``: a 0-d bias gradient when out_features = 1.
+FuncBiasSqueezed = changed_backward(
+    "FuncBiasSqueezed",
+    LinearFunctionFunc,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.sum(0).squeeze(0)),
+)
 
 
 def test_func_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named():
-    _, report = _run(checks.LINEAR_FUNCTION_FUNC, FuncBiasSqueezed)
+    report = grade(checks.LINEAR_FUNCTION_FUNC, FuncBiasSqueezed)
     lost = [i for i in report.items if not i.passed]
     assert [i.name for i in lost] == ["in = 1, out = 1"], report.render()
     assert "when out=1" in lost[0].message and ".squeeze(0)" in lost[0].message

@@ -9,142 +9,35 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from check_helpers import blank, failed, grade, item
+from check_helpers import (
+    blank,
+    changed_backward,
+    failed,
+    grade,
+    item,
+    scores_silently,
+    scores_zero_as_blank,
+    solution_cells,
+)
 from torch import nn
 
 from autograder.checks import custom_functions as checks
 from autograder.grading.toolkit import backward_returns, step_error
-from backprop_utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
-# Reference answers (the notebook's solutions) and blanks
+# Reference answers: the course's own solutions, run once; the wrong answers below are hand-written
 # ---------------------------------------------------------------------------------------------------
 
-
-class MulConstant(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, constant):
-        ctx.constant = constant
-        return x * constant
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return grad_output * ctx.constant, None
+SOLUTION = solution_cells("04_custom_functions")
+MulConstant, Exp, MyReLU = SOLUTION["MulConstant"], SOLUTION["Exp"], SOLUTION["MyReLU"]
+LinearFunction, Linear = SOLUTION["LinearFunction"], SOLUTION["Linear"]
+backward_by_hand, max_jacobian_error = SOLUTION["backward_by_hand"], SOLUTION["max_jacobian_error"]
+train_spiral = SOLUTION["train_spiral"]
 
 
-class Exp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        result = x.exp()
-        ctx.save_for_backward(result)
-        return result
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (result,) = ctx.saved_tensors
-        return grad_output * result
-
-
-class MyReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clamp(min=0)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return grad_output * (x > 0)
-
-
-class LinearFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, weight, bias=None):
-        ctx.save_for_backward(input, weight, bias)
-        output = input.mm(weight.t())
-        if bias is not None:
-            output = output + bias
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        gi = gw = gb = None
-        if ctx.needs_input_grad[0]:
-            gi = grad_output.mm(weight)
-        if ctx.needs_input_grad[1]:
-            gw = grad_output.t().mm(input)
-        if bias is not None and ctx.needs_input_grad[2]:
-            gb = grad_output.sum(0)
-        return gi, gw, gb
-
-
-def backward_by_hand(function, x, W, b, grad):
-    out = function.apply(x, W, b)
-    return tuple(out.grad_fn.apply(grad))
-
-
-def max_jacobian_error(fn, inputs, eps=1e-6, *, centred=True, cast=None):
-    if cast is not None:
-        inputs = tuple(t.detach().to(cast).requires_grad_(True) for t in inputs)
-    out = fn(*inputs)
-    m = out.numel()
-    worst = 0.0
-    for k, t in enumerate(inputs):
-        analytical = torch.zeros(m, t.numel(), dtype=t.dtype)
-        for i in range(m):
-            one_hot = torch.zeros(m, dtype=out.dtype)
-            one_hot[i] = 1.0
-            (row,) = torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)
-            analytical[i] = row.reshape(-1)
-        numerical = torch.zeros_like(analytical)
-        with torch.no_grad():
-            values = [s.detach().clone() for s in inputs]
-            flat = values[k].view(-1)
-            for j in range(t.numel()):
-                old = flat[j].item()
-                flat[j] = old + eps
-                plus = fn(*values).reshape(-1)
-                flat[j] = old - eps if centred else old
-                minus = fn(*values).reshape(-1)
-                flat[j] = old
-                numerical[:, j] = (plus - minus) / ((2 if centred else 1) * eps)
-        worst = max(worst, (analytical - numerical).abs().max().item())
-    return worst
-
-
-class Linear(nn.Module):
-    def __init__(self, in_features, out_features, bias=True):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        if bias:
-            self.bias = nn.Parameter(torch.empty(out_features))
-        else:
-            self.register_parameter("bias", None)
-        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1 / math.sqrt(in_features)
-            nn.init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, x):
-        return LinearFunction.apply(x, self.weight, self.bias)
-
-
-def train_spiral(linear_cls, seed=0, steps=30, hidden=32, lr=1.0, *, seed_first=True):
-    X, y = make_spiral(seed=seed)
-    X, y = torch.tensor(X), torch.tensor(y)
-    if seed_first:
-        torch.manual_seed(seed)
-    model = nn.Sequential(linear_cls(2, hidden), nn.ReLU(), linear_cls(hidden, 3)).double()
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        loss = F.cross_entropy(model(X), y)
-        losses.append(loss.item())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return losses
+def test_the_references_are_the_solutions():
+    for fn in (MulConstant.forward, LinearFunction.backward, Linear.forward, train_spiral):
+        assert fn.__code__.co_filename.startswith("04_custom_functions.py:"), fn
 
 
 class BlankFunction(torch.autograd.Function):
@@ -191,18 +84,12 @@ BLANK = [
 @pytest.mark.parametrize(("check", "learner", "points"), REFERENCE, ids=lambda v: getattr(v, "__name__", ""))
 def test_reference_scores_full_points_silently(check, learner, points, capfd) -> None:
     for seed in (0, 7):
-        assert check(*learner, seed=seed) == points
-    out, err = capfd.readouterr()
-    assert err == ""
-    assert "note:" not in out
+        scores_silently(check(*learner, seed=seed), points, capfd)
 
 
 @pytest.mark.parametrize(("check", "learner"), BLANK, ids=lambda v: getattr(v, "__name__", ""))
 def test_blank_scores_zero(check, learner, capfd) -> None:
-    assert check(*learner) == 0.0
-    out, err = capfd.readouterr()
-    assert err == ""
-    assert "not implemented yet" in out
+    scores_zero_as_blank(check(*learner), capfd)
 
 
 def test_train_spiral_with_blank_linear_only_scores_zero_on_linear_items() -> None:
@@ -382,11 +269,11 @@ def test_my_relu_mistakes() -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-class BiasNotSummed(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, gw, (grad_output if gb is not None else None)
+BiasNotSummed = changed_backward(
+    "BiasNotSummed",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, grad_output if gb is not None else None),
+)
 
 
 class WeightTransposed(LinearFunction):
@@ -578,11 +465,24 @@ def test_backward_by_hand_mistakes() -> None:
 
 
 def jacobian_forward_differences(fn, inputs, eps=1e-6):
-    return max_jacobian_error(fn, inputs, eps, centred=False)
+    """Mistake: forward differences (f(x + eps) - f(x)) / eps, accurate only to ~eps f''."""
+    analytical = torch.autograd.functional.jacobian(fn, tuple(inputs))
+    base = fn(*inputs).detach().reshape(-1)
+    worst = 0.0
+    for k, t in enumerate(inputs):
+        exact = analytical[k].reshape(base.numel(), -1)
+        for j in range(t.numel()):
+            values = [s.detach().clone() for s in inputs]
+            values[k].view(-1)[j] = values[k].view(-1)[j].item() + eps
+            with torch.no_grad():
+                numerical = (fn(*values).reshape(-1) - base) / eps
+            worst = max(worst, (exact[:, j] - numerical).abs().max().item())
+    return worst
 
 
 def jacobian_always_float64(fn, inputs, eps=1e-6):
-    return max_jacobian_error(fn, inputs, eps, cast=torch.float64)
+    """Mistake: the inputs converted to float64 first, so a float32 Jacobian looks exact."""
+    return max_jacobian_error(fn, tuple(t.detach().double().requires_grad_(True) for t in inputs), eps)
 
 
 def jacobian_gradcheck_bool(fn, inputs, eps=1e-6):
@@ -685,7 +585,9 @@ def train_spiral_ignores_class(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
 
 
 def train_spiral_seeded_late(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
-    return train_spiral(linear_cls, seed, steps, hidden, lr, seed_first=False)
+    """Mistake: torch.manual_seed(seed) only after the model is built, so its weights are not the recipe's."""
+    layers = iter([linear_cls(2, hidden), linear_cls(hidden, 3)])  # drawn before the seed is set
+    return train_spiral(lambda *size: next(layers), seed, steps, hidden, lr)
 
 
 def train_spiral_own_lr(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
@@ -855,13 +757,12 @@ def test_a_value_beyond_the_inputs_that_is_not_none_loses_points_in_every_item()
     assert "only extra trailing Nones are ignored" in item(report, "grad_bias").message
 
 
-class BiasSqueezed(LinearFunction):
-    """``grad_output.sum(0).squeeze(0)``, from older PyTorch docs: a 0-d gradient when out_features = 1."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, gw, (None if gb is None else grad_output.sum(0).squeeze(0))
+# ``grad_output.sum(0).squeeze(0)``, from older PyTorch docs: a 0-d gradient when out_features = 1.
+BiasSqueezed = changed_backward(
+    "BiasSqueezed",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.sum(0).squeeze(0)),
+)
 
 
 def test_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named() -> None:
@@ -873,14 +774,13 @@ def test_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_named()
     assert report.score < 6.0
 
 
-class BiasSqueezedEverywhere(LinearFunction):
-    """``.squeeze()`` with no axis: also wrong at in_features = 1? No: only the bias is squeezed; the
-    weight gradient squeezed breaks at in = 1."""
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, (None if gw is None else gw.squeeze()), gb
+# ``.squeeze()`` with no axis: also wrong at in_features = 1? No: only the bias is squeezed; the
+#     weight gradient squeezed breaks at in = 1.
+BiasSqueezedEverywhere = changed_backward(
+    "BiasSqueezedEverywhere",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, None if gw is None else gw.squeeze(), gb),
+)
 
 
 def test_a_squeezed_weight_gradient_loses_the_size_one_item() -> None:
@@ -889,11 +789,11 @@ def test_a_squeezed_weight_gradient_loses_the_size_one_item() -> None:
     assert "when in=1: grad_weight has shape (5,), expected (5, 1)" in item(report, "in = 1, out = 1").message
 
 
-class BiasMean(LinearFunction):
-    @staticmethod
-    def backward(ctx, grad_output):
-        gi, gw, gb = LinearFunction.backward(ctx, grad_output)
-        return gi, gw, (None if gb is None else grad_output.mean(0))
+BiasMean = changed_backward(
+    "BiasMean",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.mean(0)),
+)
 
 
 def test_a_factor_of_n_is_named_with_the_batch_size() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from check_helpers import blank, failed, grade, item, solution_cells
 
 from autograder.checks import (
     CHECKS,
@@ -32,32 +33,24 @@ from autograder.checks.linear_layer import (
 )
 from autograder.evidence import NotAnArray
 from autograder.grading.linear_layer import forward_difference
-from autograder.report import Report
 from autograder.tolerances import FINITE_DIFFERENCE
 
 SEEDS = (0, 7)  # the visible seed and the hidden one of the notebook's test cells
 
+# ---------------------------------------------------------------------------------------------------
+# Reference answers: the course's own solutions, run once; the wrong answers below are hand-written
+# ---------------------------------------------------------------------------------------------------
 
-def grade(name: str, *learner: Any, seed: int = 0) -> Report:
-    """Collect evidence from the learner functions and grade it, as a test cell does, without printing."""
-    check = CHECKS[name]
-    return check.grade(check.collect(*learner, seed=seed))
-
-
-def item(report: Report, name: str):
-    """The report's item called ``name``."""
-    (found,) = [i for i in report.items if i.name == name]
-    return found
+SOLUTION = solution_cells("01_linear_layer")
+numerical_gradient = SOLUTION["numerical_gradient"]
+linear_forward, linear_backward = SOLUTION["linear_forward"], SOLUTION["linear_backward"]
+mse_loss = SOLUTION["mse_loss"]
+fit_cubic = SOLUTION["fit_cubic"]
 
 
-def failed(report: Report) -> set[str]:
-    """Names of the items that failed."""
-    return {i.name for i in report.items if not i.passed}
-
-
-def blank(*args: Any, **kwargs: Any) -> Any:
-    """An untouched stub."""
-    raise NotImplementedError()
+def test_the_references_are_the_solutions():
+    for fn in (numerical_gradient, linear_forward, linear_backward, mse_loss, fit_cubic):
+        assert fn.__code__.co_filename.startswith("01_linear_layer.py:"), fn
 
 
 # --------------------------------------------------------------------------------------------
@@ -65,29 +58,13 @@ def blank(*args: Any, **kwargs: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def numerical_gradient(f, x, h=1e-5):
-    """The reference solution: centred differences, every element restored exactly."""
-    grad = np.zeros(x.shape, dtype=np.float64)
-    for index in np.ndindex(x.shape):
-        saved = x[index]
-        x[index] = saved + h
-        f_plus = f(x)
-        x[index] = saved - h
-        f_minus = f(x)
-        x[index] = saved
-        grad[index] = (f_plus - f_minus) / (2 * h)
-    return grad
-
-
 def forward_differences(f, x, h=1e-5):
     """Mistake: (f(x + h) - f(x)) / h, accurate only to ~h f''."""
-    grad = np.zeros(x.shape)
-    fx = f(x)
+    fx, grad = f(x), np.zeros(x.shape)
     for index in np.ndindex(x.shape):
-        saved = x[index]
-        x[index] = saved + h
-        grad[index] = (f(x) - fx) / h
-        x[index] = saved
+        stepped = x.copy()
+        stepped[index] += h
+        grad[index] = (f(stepped) - fx) / h
     return grad
 
 
@@ -191,7 +168,7 @@ def test_numerical_gradient_blank_scores_zero(capfd: pytest.CaptureFixture) -> N
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_numerical_gradient_rejects_forward_differences(seed: int) -> None:
-    report = grade("numerical_gradient", forward_differences, seed=seed)
+    report = grade(CHECKS["numerical_gradient"], forward_differences, seed=seed)
     assert report.score < NUMERICAL_GRADIENT_POINTS
     assert {"values, 2-D x", "values, 1-D and 3-D x", "uses h"} <= failed(report)
     assert "forward differences" in item(report, "values, 2-D x").message
@@ -199,27 +176,27 @@ def test_numerical_gradient_rejects_forward_differences(seed: int) -> None:
 
 
 def test_numerical_gradient_rejects_dividing_by_h() -> None:
-    report = grade("numerical_gradient", divided_by_h)
+    report = grade(CHECKS["numerical_gradient"], divided_by_h)
     assert report.score < NUMERICAL_GRADIENT_POINTS
     assert "divided by h instead of 2 h" in item(report, "values, 2-D x").message
     assert "divided by h instead of 2 h" in item(report, "uses h").message
 
 
 def test_numerical_gradient_rejects_a_flipped_sign() -> None:
-    report = grade("numerical_gradient", sign_flipped)
+    report = grade(CHECKS["numerical_gradient"], sign_flipped)
     assert {"values, 2-D x", "values, 1-D and 3-D x", "uses h"} <= failed(report)
     assert "sign flipped" in item(report, "values, 2-D x").message
 
 
 def test_numerical_gradient_rejects_x_left_changed() -> None:
-    report = grade("numerical_gradient", never_restored)
+    report = grade(CHECKS["numerical_gradient"], never_restored)
     assert report.score < NUMERICAL_GRADIENT_POINTS
     assert not item(report, "x unchanged").passed
     assert "restore each element" in item(report, "x unchanged").message
 
 
 def test_numerical_gradient_rejects_restoring_by_adding_h_back() -> None:
-    report = grade("numerical_gradient", restored_by_arithmetic)
+    report = grade(CHECKS["numerical_gradient"], restored_by_arithmetic)
     # The values are right; only the caller's x is off, by rounding errors.
     assert failed(report) == {"x unchanged"}
     assert "rounding" in item(report, "x unchanged").message
@@ -227,13 +204,13 @@ def test_numerical_gradient_rejects_restoring_by_adding_h_back() -> None:
 
 
 def test_numerical_gradient_rejects_code_written_for_1d_arrays() -> None:
-    report = grade("numerical_gradient", only_1d)
+    report = grade(CHECKS["numerical_gradient"], only_1d)
     assert report.score < NUMERICAL_GRADIENT_POINTS
     assert {"values, 2-D x", "values, 1-D and 3-D x"} <= failed(report)
 
 
 def test_numerical_gradient_rejects_code_written_for_2d_arrays() -> None:
-    report = grade("numerical_gradient", only_2d)
+    report = grade(CHECKS["numerical_gradient"], only_2d)
     assert report.score < NUMERICAL_GRADIENT_POINTS
     assert item(report, "values, 2-D x").passed
     assert not item(report, "values, 1-D and 3-D x").passed
@@ -241,13 +218,13 @@ def test_numerical_gradient_rejects_code_written_for_2d_arrays() -> None:
 
 
 def test_numerical_gradient_rejects_ignoring_h() -> None:
-    report = grade("numerical_gradient", ignores_h)
+    report = grade(CHECKS["numerical_gradient"], ignores_h)
     assert failed(report) == {"uses h"}
     assert "not used" in item(report, "uses h").message
 
 
 def test_numerical_gradient_rejects_float32() -> None:
-    report = grade("numerical_gradient", float32_result)
+    report = grade(CHECKS["numerical_gradient"], float32_result)
     assert not item(report, "shape and dtype").passed
     assert "float32" in item(report, "shape and dtype").message
 
@@ -275,17 +252,6 @@ def test_test_functions_separate_centred_from_forward_differences() -> None:
 # --------------------------------------------------------------------------------------------
 # linear_forward / linear_backward
 # --------------------------------------------------------------------------------------------
-
-
-def linear_forward(x, W, b):
-    """The reference forward pass."""
-    return x @ W.T + b, (x, W)
-
-
-def linear_backward(dout, cache):
-    """The reference backward pass."""
-    x, W = cache
-    return dout @ W, dout.T @ x, dout.sum(axis=0)
 
 
 def backward_transposed_dW(dout, cache):
@@ -336,7 +302,7 @@ def test_linear_layer_blank_scores_zero() -> None:
 
 
 def test_linear_layer_rejects_a_transposed_dW() -> None:
-    report = grade("linear_layer", linear_forward, backward_transposed_dW)
+    report = grade(CHECKS["linear_layer"], linear_forward, backward_transposed_dW)
     assert not item(report, "dW").passed
     assert "transpose" in item(report, "dW").message
 
@@ -346,25 +312,25 @@ def test_linear_layer_rejects_a_transposed_dW() -> None:
     [(backward_db_not_summed, "not summed over the batch"), (backward_db_wrong_axis, "axis 1")],
 )
 def test_linear_layer_rejects_a_bias_gradient_not_summed_over_the_batch(backward, diagnosis: str) -> None:
-    report = grade("linear_layer", linear_forward, backward)
+    report = grade(CHECKS["linear_layer"], linear_forward, backward)
     assert not item(report, "db").passed
     assert diagnosis in item(report, "db").message
 
 
 def test_linear_layer_rejects_ignoring_dout() -> None:
-    report = grade("linear_layer", linear_forward, backward_ignores_dout)
+    report = grade(CHECKS["linear_layer"], linear_forward, backward_ignores_dout)
     assert not item(report, "dx").passed
     assert "upstream gradient dout is ignored" in item(report, "dx").message
 
 
 def test_linear_layer_rejects_a_missing_bias() -> None:
-    report = grade("linear_layer", forward_without_bias, linear_backward)
+    report = grade(CHECKS["linear_layer"], forward_without_bias, linear_backward)
     assert not item(report, "out").passed
     assert "bias is missing" in item(report, "out").message
 
 
 def test_linear_layer_rejects_a_mean_over_the_batch() -> None:
-    report = grade("linear_layer", linear_forward, backward_mean_over_batch)
+    report = grade(CHECKS["linear_layer"], linear_forward, backward_mean_over_batch)
     assert {"dW", "db"} <= failed(report)
     assert "N=4" in item(report, "dW").message
 
@@ -372,12 +338,6 @@ def test_linear_layer_rejects_a_mean_over_the_batch() -> None:
 # --------------------------------------------------------------------------------------------
 # mse_loss
 # --------------------------------------------------------------------------------------------
-
-
-def mse_loss(pred, target):
-    """The reference: the mean over all N * M elements."""
-    diff = pred - target
-    return float(np.mean(diff**2)), 2.0 * diff / diff.size
 
 
 def mse_sum(pred, target):
@@ -442,21 +402,21 @@ def test_mse_loss_blank_scores_zero() -> None:
 
 
 def test_mse_loss_rejects_a_sum() -> None:
-    report = grade("mse_loss", mse_sum)
+    report = grade(CHECKS["mse_loss"], mse_sum)
     assert {"loss", "dpred"} <= failed(report)
     assert "summed over all elements" in item(report, "loss").message
     assert "gradient of the sum" in item(report, "dpred").message
 
 
 def test_mse_loss_rejects_a_missing_factor_2() -> None:
-    report = grade("mse_loss", mse_no_factor_2)
+    report = grade(CHECKS["mse_loss"], mse_no_factor_2)
     assert item(report, "loss").passed
     assert not item(report, "dpred").passed
     assert "factor 2" in item(report, "dpred").message
 
 
 def test_mse_loss_rejects_dividing_by_n_only() -> None:
-    report = grade("mse_loss", mse_divided_by_n)
+    report = grade(CHECKS["mse_loss"], mse_divided_by_n)
     assert {"loss", "dpred"} <= failed(report)
     assert "instead of N * M" in item(report, "loss").message
     assert "instead of N * M" in item(report, "dpred").message
@@ -465,26 +425,26 @@ def test_mse_loss_rejects_dividing_by_n_only() -> None:
 
 
 def test_mse_loss_rejects_a_flipped_sign() -> None:
-    report = grade("mse_loss", mse_sign_flipped)
+    report = grade(CHECKS["mse_loss"], mse_sign_flipped)
     assert failed(report) >= {"dpred"}
     assert "sign flipped" in item(report, "dpred").message
 
 
 def test_mse_loss_rejects_a_loss_per_row() -> None:
-    report = grade("mse_loss", mse_per_row)
+    report = grade(CHECKS["mse_loss"], mse_per_row)
     assert not item(report, "loss").passed
     assert "shape (4,)" in item(report, "loss").message
     assert "averaged over each row" in item(report, "loss").message
 
 
 def test_mse_loss_rejects_changing_pred() -> None:
-    report = grade("mse_loss", mse_in_place)
+    report = grade(CHECKS["mse_loss"], mse_in_place)
     assert not item(report, "inputs unchanged").passed
     assert "pred" in item(report, "inputs unchanged").message
 
 
 def test_mse_loss_rejects_squeezing() -> None:
-    report = grade("mse_loss", mse_squeezed)
+    report = grade(CHECKS["mse_loss"], mse_squeezed)
     assert item(report, "dpred").passed
     assert {"M = 1, pred of shape (N, 1)", "N = 1"} <= failed(report)
 
@@ -530,7 +490,7 @@ def make_fit(
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_fit_cubic_reference_gets_full_points(seed: int, capfd: pytest.CaptureFixture) -> None:
-    assert check_fit_cubic(make_fit(), seed=seed) == FIT_CUBIC_POINTS
+    assert check_fit_cubic(fit_cubic, seed=seed) == FIT_CUBIC_POINTS
     assert capfd.readouterr().err == ""
 
 
@@ -541,7 +501,7 @@ def test_fit_cubic_accepts_other_converging_hyperparameters(lr: float, steps: in
 
 def test_fit_cubic_accepts_losses_as_an_array() -> None:
     def fit_array(x, y):
-        W, b, losses = make_fit()(x, y)
+        W, b, losses = fit_cubic(x, y)
         return W, b, np.array(losses)
 
     assert check_fit_cubic(fit_array) == FIT_CUBIC_POINTS
@@ -562,14 +522,14 @@ def test_fit_cubic_scaffold_without_a_loop_scores_zero() -> None:
         losses = []
         return W, b, losses
 
-    report = grade("fit_cubic", scaffold_only)
+    report = grade(CHECKS["fit_cubic"], scaffold_only)
     assert report.score == 0.0
     assert "no training step ran" in item(report, "W and b shapes").message
 
 
 @pytest.mark.parametrize(("lr", "steps"), [(0.05, 1000), (0.5, 30)])
 def test_fit_cubic_rejects_a_fit_that_has_not_converged(lr: float, steps: int) -> None:
-    report = grade("fit_cubic", make_fit(lr=lr, steps=steps))
+    report = grade(CHECKS["fit_cubic"], make_fit(lr=lr, steps=steps))
     assert 0 < report.score < FIT_CUBIC_POINTS
     assert not item(report, "converged").passed
     assert "not converged" in item(report, "converged").message
@@ -578,7 +538,7 @@ def test_fit_cubic_rejects_a_fit_that_has_not_converged(lr: float, steps: int) -
 
 
 def test_fit_cubic_rejects_a_learning_rate_far_too_small() -> None:
-    report = grade("fit_cubic", make_fit(lr=1e-3, steps=100))
+    report = grade(CHECKS["fit_cubic"], make_fit(lr=1e-3, steps=100))
     assert {"beats the constant predictor", "converged"} <= failed(report)
     # The bias does learn here, only slowly: the feedback must not claim it is never updated.
     assert "never updated" not in item(report, "shifted curve").message
@@ -591,39 +551,39 @@ def test_fit_cubic_survives_divergence(capfd: pytest.CaptureFixture) -> None:
     assert err == ""
     assert score < 1.0
     assert "diverged" in out
-    report = grade("fit_cubic", make_fit(sign=-1.0))
+    report = grade(CHECKS["fit_cubic"], make_fit(sign=-1.0))
     assert {"loss curve", "beats the constant predictor", "converged", "shifted curve"} <= failed(report)
     assert "W -= lr * dW" in item(report, "converged").message
 
 
 def test_fit_cubic_rejects_a_bias_that_never_learns() -> None:
-    report = grade("fit_cubic", make_fit(update_bias=False))
+    report = grade(CHECKS["fit_cubic"], make_fit(update_bias=False))
     assert failed(report) == {"shifted curve"}
     assert "b is never updated" in item(report, "shifted curve").message
 
 
 def test_fit_cubic_rejects_returning_the_initial_parameters() -> None:
-    report = grade("fit_cubic", make_fit(return_initial=True))
+    report = grade(CHECKS["fit_cubic"], make_fit(return_initial=True))
     assert report.score <= 0.5
     assert {"loss curve", "beats the constant predictor", "converged"} <= failed(report)
     assert "initial parameters" in item(report, "converged").message
 
 
 def test_fit_cubic_does_not_trust_reported_losses() -> None:
-    report = grade("fit_cubic", make_fit(loss_scale="sum"))
+    report = grade(CHECKS["fit_cubic"], make_fit(loss_scale="sum"))
     assert failed(report) == {"loss curve"}
     assert "your last recorded loss" in item(report, "loss curve").message
 
 
 def test_fit_cubic_reports_the_broadcasting_trap() -> None:
     """pred (N, 1) - y (N,) broadcasts to (N, N); the update then fails, and the feedback says where."""
-    report = grade("fit_cubic", make_fit(reshape_target=False))
+    report = grade(CHECKS["fit_cubic"], make_fit(reshape_target=False))
     assert report.score == 0.0
     assert "ValueError" in item(report, "converged").message
 
 
 def test_fit_cubic_rejects_a_weight_of_the_wrong_shape() -> None:
-    report = grade("fit_cubic", make_fit(W_shape=(3,)))
+    report = grade(CHECKS["fit_cubic"], make_fit(W_shape=(3,)))
     assert failed(report) == {"W and b shapes"}
     assert "shape (3,)" in item(report, "W and b shapes").message
 
@@ -647,7 +607,7 @@ def _is_plain(value: Any) -> bool:
         ("numerical_gradient", (numerical_gradient,)),
         ("linear_layer", (linear_forward, linear_backward)),
         ("mse_loss", (mse_loss,)),
-        ("fit_cubic", (make_fit(),)),
+        ("fit_cubic", (fit_cubic,)),
         ("fit_cubic", (make_fit(sign=-1.0),)),
         ("mse_loss", (mse_per_row,)),
     ],

@@ -17,6 +17,7 @@ import pytest
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
+from autograder.demo import solved
 from autograder.engine import grade as grade_module
 from autograder.engine.grade import Limits
 from autograder.engine.jail import jail_available
@@ -33,16 +34,6 @@ def _answers(nb: NotebookNode) -> dict[str, int]:
         for i, c in enumerate(nb.cells)
         if c.metadata.get("nbgrader", {}).get("solution")
     }
-
-
-def solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
-    """The student version with the reference answers typed in."""
-    nb = copy.deepcopy(release)
-    answers = {c.id: c.source for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
-    for cell in nb.cells:
-        if cell.id in answers:
-            cell.source = answers[cell.id]
-    return nb
 
 
 def after(nb: NotebookNode, grade_id: str, code: str) -> NotebookNode:

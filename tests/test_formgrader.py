@@ -19,23 +19,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_engine import FIXTURE, LIMITS, blank_answer, solved
+from notebook_helpers import CHROMIUM, FLAGS, source_and_release
+from test_engine import FIXTURE, LIMITS, blank_answer
 
 from autograder.build import COURSE_ID
+from autograder.demo import solved
 from autograder.engine.pipeline import ensure_course, grade_class, report_course
 
 TINY = "01_tiny"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _free_port() -> int:
@@ -49,8 +40,7 @@ def lab(tmp_path: Path):
     """A graded class (ada 7/7, half 4/7) and JupyterLab serving its course with formgrader."""
     root = tmp_path / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / TINY / f"{TINY}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / TINY / f"{TINY}.ipynb", as_version=4)
+    source, release = source_and_release(root, TINY)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     nbformat.write(solved(source, release), inbox / f"ada_{TINY}.ipynb")
@@ -93,7 +83,7 @@ def test_formgrader_lists_opens_and_regrades_a_submission_in_a_browser(lab) -> N
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
         half = gb.find_submission_notebook(TINY, TINY, "half").id
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         page = browser.new_page()
         page.goto(f"{base}/formgrader/manage_submissions/{TINY}")
         page.wait_for_selector("td.status span")

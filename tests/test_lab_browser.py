@@ -29,20 +29,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_helpers import NAMES, REPO, solved_notebook, student_notebook
+from notebook_helpers import CHROMIUM, FLAGS, NAMES, REPO, solved_notebook, student_notebook
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 CELL_SECONDS = 180
 # How a cell that calls an exercise not solved yet ends: the stub's `raise NotImplementedError()`.
 STUB_ERROR = re.compile(r"^NotImplementedError\b", re.MULTILINE)

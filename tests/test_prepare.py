@@ -16,6 +16,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
 from autograder.build import STUB, source_notebook
+from autograder.demo import solved
 from autograder.engine.prepare import CheckCall, GradeCell, Prepared, check_calls, grade_cells, prepare
 
 FIXTURE = Path(__file__).parent / "fixtures" / "solutions" / "01_tiny.py"
@@ -56,15 +57,10 @@ def release(source: NotebookNode) -> NotebookNode:
     return student_version(source)
 
 
-@pytest.fixture
-def solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
+@pytest.fixture(name="solved")
+def solved_fixture(source: NotebookNode, release: NotebookNode) -> NotebookNode:
     """The student version with the reference answers typed in."""
-    nb = copy.deepcopy(release)
-    answers = {c.id: c.source for c in source.cells if c.id in ANSWERS}
-    for cell in nb.cells:
-        if cell.id in answers:
-            cell.source = answers[cell.id]
-    return nb
+    return solved(source, release)
 
 
 def ids(nb: NotebookNode) -> list[str]:
