@@ -175,7 +175,8 @@ compare(
 )
 
 # %% tests grade_id="test_relu" points=1
-"""relu_forward and relu_backward match PyTorch, with gradient 0 at x == 0, and leave inputs unchanged."""
+"""relu_forward and relu_backward match PyTorch (also for N = 1 and D = 1), with gradient 0 at x == 0,
+and leave inputs unchanged."""
 score = check_relu(relu_forward, relu_backward)
 ### BEGIN HIDDEN TESTS
 score = check_relu(relu_forward, relu_backward, seed=7)
@@ -293,7 +294,8 @@ compare(
 )
 
 # %% tests grade_id="test_sigmoid" points=1
-"""sigmoid_forward and sigmoid_backward match PyTorch, also at |x| = 800, and leave inputs unchanged."""
+"""sigmoid_forward and sigmoid_backward match PyTorch, also at |x| = 800 and for N = 1 and D = 1, and
+leave inputs unchanged."""
 score = check_sigmoid(sigmoid_forward, sigmoid_backward)
 ### BEGIN HIDDEN TESTS
 score = check_sigmoid(sigmoid_forward, sigmoid_backward, seed=7)
@@ -372,7 +374,8 @@ compare(
 )
 
 # %% tests grade_id="test_tanh" points=1
-"""tanh_forward and tanh_backward match PyTorch, also at |x| = 800, and leave inputs unchanged."""
+"""tanh_forward and tanh_backward match PyTorch, also at |x| = 800 and for N = 1 and D = 1, and leave
+inputs unchanged."""
 score = check_tanh(tanh_forward, tanh_backward)
 ### BEGIN HIDDEN TESTS
 score = check_tanh(tanh_forward, tanh_backward, seed=7)
@@ -633,7 +636,8 @@ def two_layer_net(
     params holds W1 (H, D), b1 (H,), W2 (C, H), b2 (C,); X is (N, D), y is (N,) integer labels.
     Returns scores (N, C) when y is None; otherwise (loss, grads), where
     ``loss = CE(scores, y) + 0.5 * reg * (||W1||^2 + ||W2||^2)`` and grads has the keys of params.
-    Do not modify params or X.
+    Do not modify params or X. Stable at scores of any size (|scores| ~ 1000): compute the loss with
+    your stable softmax_cross_entropy (log-sum-exp), never -log(p).
     Hint: reuse linear_forward, relu_forward and their backward functions.
     """
     ### BEGIN SOLUTION
@@ -714,7 +718,8 @@ compare(
 )
 
 # %% tests grade_id="test_two_layer_net" points=5
-"""two_layer_net matches PyTorch in scores, loss (with and without L2) and each of its four gradients."""
+"""two_layer_net matches PyTorch in scores, loss (with and without L2) and each of its four gradients,
+also for one input feature and one hidden unit, and at scores of 1000."""
 score = check_two_layer_net(two_layer_net)
 ### BEGIN HIDDEN TESTS
 score = check_two_layer_net(two_layer_net, seed=7)

@@ -736,7 +736,7 @@ print(f"float32: {error32:.2e}  expected a few 1e-2: {'ok' if 1e-3 < error32 < 1
 print(f"planted bug: {error_bug:.6f}  expected 2 * 1.5 = 3: {'ok' if abs(error_bug - 3) < 1e-6 else 'WRONG'}")
 
 # %% tests grade_id="test_max_jacobian_error" points=2
-"""max_jacobian_error is about 1e-10 in float64 and about 1e-2 in float32, as the course's own."""
+"""max_jacobian_error is about 1e-10 in float64 and a few 1e-2 in float32, as the course's own."""
 score = check_max_jacobian_error(max_jacobian_error)
 ### BEGIN HIDDEN TESTS
 score = check_max_jacobian_error(max_jacobian_error, seed=7)
