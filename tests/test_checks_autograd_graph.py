@@ -509,3 +509,10 @@ def test_sgd_covers_a_scalar_parameter_and_names_slicing():
     report = grade(checks.SGD_STEP, sgd_step_slicing)
     assert report.score == 0.0
     assert "a parameter can be a 0-d scalar tensor" in item(report, "one step").message
+
+
+def test_an_sgd_step_that_does_nothing_earns_nothing() -> None:
+    def nothing(params, lr):
+        return None
+
+    assert grade(checks.SGD_STEP, nothing).score == 0

@@ -924,3 +924,10 @@ def test_backward_returns_reads_a_return_value_as_pytorch_does(kind, grads, n, p
         assert all(np.array_equal(a, b) for a, b in zip(read, values, strict=False) if a is not None)
     else:
         assert problem in message
+
+
+def test_backward_by_hand_that_does_nothing_earns_nothing() -> None:
+    def nothing(function, x, W, b, grad):
+        return None
+
+    assert grade(checks.BACKWARD_BY_HAND, nothing).score == 0

@@ -463,9 +463,15 @@ def grade_sgd_step(evidence: Evidence) -> Report:
             stale = [fact["grad"] for fact in steps[0]["after"]]
             verdicts = _step_verdicts("after the second step,", after2, after1, g2, lr, stale)
             report.add(Item.from_verdicts("two steps", verdicts))
-    report.add(_facts_item("grads cleared", steps, _grad_left, "every .grad is None or zero after each step"))
-    report.add(
-        _facts_item("still leaves", steps, _not_a_leaf, "leaves with requires_grad=True and grad_fn None")
-    )
+    # Clearing grads and keeping leaves earn nothing for a step that did not update: doing nothing keeps both.
+    updated = report.items[0].passed or report.items[1].passed
+    for name, fault, ok in (
+        ("grads cleared", _grad_left, "every .grad is None or zero after each step"),
+        ("still leaves", _not_a_leaf, "leaves with requires_grad=True and grad_fn None"),
+    ):
+        item = _facts_item(name, steps, fault, ok)
+        if item.passed and not updated:
+            item = Item(name, False, "not checked: the parameters were not updated", item.weight)
+        report.add(item)
     add_notes(report, steps)
     return report
