@@ -502,6 +502,12 @@ def jacobian_first_input_transposed(fn, inputs, eps=1e-6):
     return float((analytical.sum() - analytical.t().sum()).abs() + analytical.abs().max())
 
 
+def jacobian_compared_with_itself(fn, inputs, eps=1e-6):
+    """Mistake: the numerical Jacobian never computed; the analytical one compared with itself."""
+    analytical = torch.autograd.functional.jacobian(fn, tuple(inputs))
+    return max(float((j - j.clone()).abs().max()) for j in analytical)
+
+
 def test_max_jacobian_error_mistakes() -> None:
     report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_forward_differences)
     assert failed(report) == {"float64: small"}
@@ -517,6 +523,10 @@ def test_max_jacobian_error_mistakes() -> None:
 
     report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_first_input_transposed)
     assert report.score < 2.0
+
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_compared_with_itself)
+    assert "float64: small" in failed(report)
+    assert "exactly 0" in item(report, "float64: small").message
 
 
 # ---------------------------------------------------------------------------------------------------

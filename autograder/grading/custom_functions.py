@@ -860,6 +860,19 @@ def grade_max_jacobian_error(evidence: Evidence) -> Report:
                 f"{JACOBIAN_FLOAT64.atol:g}.{hint}",
             )
         )
+    elif value == 0.0:
+        # Finite differences never agree with the analytical Jacobian to the last bit: an error of exactly 0
+        # means the two were not both computed in float64 (or one was compared with itself).
+        report.add(
+            Item(
+                name,
+                False,
+                f"your float64 error is exactly 0, the course's {ref64:.3g}: centred differences in float64 "
+                "differ from the analytical Jacobian by rounding at least. Likely mistake: a Jacobian stored "
+                "in another dtype (torch.zeros(...) without dtype= is float32), or a Jacobian compared with "
+                "itself.",
+            )
+        )
     else:
         report.add(Item(name, True, f"{value:.3g} (the course's own: {ref64:.3g})"))
 
