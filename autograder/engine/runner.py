@@ -96,7 +96,7 @@ class LimitedClient(NotebookClient):
             raise CellExecutionComplete() from None
 
     def _stop_kernel(self) -> None:
-        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        process = kernel_process(self.km)
         if process is not None and process.poll() is None:
             process.kill()
 
@@ -138,6 +138,14 @@ def bound_messages(km: AsyncKernelManager, limit: int) -> None:
 #: A message's envelope (header, signature, metadata) beyond its content, allowed on top of the budget.
 MESSAGE_OVERHEAD = 64 * 1024
 
+#: A learner's error message is cut to this many characters in the events (and so in feedback).
+ERROR_LENGTH = 500
+#: What an interrupted cell's event says instead of the KeyboardInterrupt it raised.
+INTERRUPTED = "TimeoutError: it ran longer than a cell may take and was interrupted; the notebook went on"
+
+#: After a cell's time limit, how long the kernel has to answer an interrupt before it is given up.
+INTERRUPT_GRACE = 5.0
+
 
 def _cell_event(
     cell: Any, index: int, status: str, seconds: float, graded: bool, hidden: list[str]
@@ -162,13 +170,18 @@ def _cell_event(
     return cell_event(index, cell.get("id"), status, seconds, error, evidence, stderr)
 
 
+def kernel_process(km: AsyncKernelManager) -> Any:
+    """The kernel's process (a Popen), or None before it started."""
+    return getattr(getattr(km, "provisioner", None), "process", None)
+
+
 def _kernel_alive(km: AsyncKernelManager) -> bool:
-    process = getattr(getattr(km, "provisioner", None), "process", None)
+    process = kernel_process(km)
     return process is not None and process.poll() is None
 
 
 def _kernel_exit(km: AsyncKernelManager) -> str:
-    process = getattr(getattr(km, "provisioner", None), "process", None)
+    process = kernel_process(km)
     code = process.poll() if process is not None else None
     if code is None:
         return "the kernel died"
@@ -180,15 +193,6 @@ def _kernel_exit(km: AsyncKernelManager) -> str:
         except ValueError:
             pass
     return f"the kernel exited with status {code}"
-
-
-#: A learner's error message is cut to this many characters in the events (and so in feedback).
-ERROR_LENGTH = 500
-#: What an interrupted cell's event says instead of the KeyboardInterrupt it raised.
-INTERRUPTED = "TimeoutError: it ran longer than a cell may take and was interrupted; the notebook went on"
-
-#: After a cell's time limit, how long the kernel has to answer an interrupt before it is given up.
-INTERRUPT_GRACE = 5.0
 
 
 async def _answers(client: LimitedClient, seconds: float) -> bool:
@@ -298,7 +302,7 @@ def run(job: Job) -> None:
     process = None
     try:
         with client.setup_kernel(cwd=workdir, cleanup_kc=True):
-            process = km.provisioner.process if km.provisioner is not None else None
+            process = kernel_process(km)
             events.write({"event": "kernel", "seconds": round(time.monotonic() - start, 3)})
             client.watch_disconnects()
             try:
