@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import types
+from typing import Any
 
 import numpy as np
 import pytest
@@ -493,6 +494,54 @@ def test_training_accuracy_does_not_trust_the_learner_forward():
 
     report = grade(checks.TRAIN_TWO_LAYER_NET, train_fake)
     assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"}
+
+
+def train_started_by(W1: Any, W2: Any) -> Any:
+    """The solution's training loop from the given starting weights (a function of (rng, H, D, C))."""
+
+    def train(X, y, hidden=100, lr=1.0, reg=1e-3, steps=500, seed=0):
+        rng = np.random.default_rng(seed)
+        d, c = X.shape[1], int(y.max()) + 1
+        params = {
+            "W1": W1(rng, hidden, d),
+            "b1": np.zeros(hidden),
+            "W2": W2(rng, c, hidden),
+            "b2": np.zeros(c),
+        }
+        losses = []
+        for _ in range(steps):
+            loss, grads = two_layer_net(params, X, y, reg=reg)
+            losses.append(float(loss))
+            for k in params:
+                params[k] -= lr * grads[k]
+        return params, losses
+
+    return train
+
+
+def test_training_from_tiny_weights_says_so_not_train_longer():
+    """Weights of standard deviation 0.01 (the notebook's 'too small'): the first loss is log 3, and
+    the feedback says the start was too small, not 'train for more steps'."""
+    tiny = train_started_by(
+        lambda rng, h, d: 0.01 * rng.standard_normal((h, d)),
+        lambda rng, c, h: 0.01 * rng.standard_normal((c, h)),
+    )
+    report = grade(checks.TRAIN_TWO_LAYER_NET, tiny)
+    assert failed(report) == {"accuracy >= 95%"} and report.score == 2.0
+    message = item(report, "accuracy >= 95%").message
+    assert "log 3" in message and "The right size" in message
+    assert "Train for more steps" not in message
+
+
+def test_training_from_equal_weights_says_symmetry_was_not_broken():
+    """Every weight 0.1 (the notebook's 'not all equal'): the hidden units stay alike, and the feedback
+    says so instead of blaming a missing ReLU."""
+    equal = train_started_by(lambda rng, h, d: np.full((h, d), 0.1), lambda rng, c, h: np.full((c, h), 0.1))
+    report = grade(checks.TRAIN_TWO_LAYER_NET, equal)
+    assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"} and report.score == 1.0
+    message = item(report, "accuracy >= 70%").message
+    assert "symmetry was never broken" in message and "Not all equal" in message
+    assert "linear classifier" not in message
 
 
 # ---------------------------------------------------------------------------------------------------

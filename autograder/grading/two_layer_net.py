@@ -608,7 +608,10 @@ def grade_train_two_layer_net(evidence: Evidence) -> Report:
             if accuracy >= target:
                 report.add(Item(name, True, text))
             else:
-                report.add(Item(name, False, text + _accuracy_hint(accuracy)))
+                hint = _start_hint(params, evidence["losses"], n_classes, accuracy) or _accuracy_hint(
+                    accuracy
+                )
+                report.add(Item(name, False, text + hint))
     if evidence["seconds"] > TRAINING_SLOW_SECONDS:
         report.notes.append(
             f"training took {evidence['seconds']:.1f} s; keep it under a few seconds "
@@ -616,6 +619,39 @@ def grade_train_two_layer_net(evidence: Evidence) -> Report:
         )
     report.notes.extend(evidence["notes"])
     return report
+
+
+#: A first loss this close to log C is that of scores that are all about 0: weights that start tiny.
+TINY_START_LOSS = 1e-3
+
+
+def _start_hint(params: dict[str, np.ndarray], losses: Any, n_classes: int, accuracy: float) -> str | None:
+    """What the returned network and the first recorded loss tell about where training started, when
+    they tell something: every hidden unit alike (symmetry never broken), or, for a network that did
+    learn the spiral's shape (at least the partial-credit accuracy), scores that all began near 0
+    (initial weights far too small; a linear model started small has that first loss too, and its
+    own hint). None when they tell nothing."""
+    W1 = params["W1"].astype(np.float64)
+    if W1.shape[0] > 1 and np.allclose(W1, W1[:1], rtol=1e-9, atol=1e-12):
+        return (
+            f". Every row of the returned W1 is the same: all {W1.shape[0]} hidden units have the same "
+            "weights, so they computed the same output, received the same gradient and stayed equal "
+            "(the symmetry was never broken); the network works as if it had one hidden unit. Start "
+            'W1 at random ("Not all equal" in the notebook).'
+        )
+    first = float(losses[0]) if isinstance(losses, np.ndarray) and losses.ndim == 1 and losses.size else None
+    if (
+        accuracy >= ACCURACY_PARTIAL
+        and first is not None
+        and abs(first - np.log(n_classes)) < TINY_START_LOSS
+    ):
+        return (
+            f". Your first loss is {first:.4f}, log {n_classes} to {TINY_START_LOSS:g}: the loss of scores "
+            "that are all about 0, so the network started with weights so small that the signal and its "
+            "gradients shrink through each layer, and it learns slowly. Scale the initial weights as "
+            '"The right size" in the notebook says (more steps would hide it, not fix it).'
+        )
+    return None
 
 
 def _accuracy_hint(accuracy: float) -> str:
