@@ -424,6 +424,16 @@ def test_mse_loss_rejects_dividing_by_n_only() -> None:
     assert item(report, "M = 1, pred of shape (N, 1)").passed
 
 
+def test_mse_loss_divided_by_n_is_named_at_n_equal_1() -> None:
+    """At N = 1 dividing by N divides by 1: the N = 1 item names that, not 'summed over all elements',
+    which a learner who divided by N could not recognise."""
+    report = grade(CHECKS["mse_loss"], mse_divided_by_n)
+    message = item(report, "N = 1").message
+    assert not item(report, "N = 1").passed
+    assert "divided by N, which is 1 here" in message and "N * M = 3" in message
+    assert "summed over all elements" not in message
+
+
 def test_mse_loss_rejects_a_flipped_sign() -> None:
     report = grade(CHECKS["mse_loss"], mse_sign_flipped)
     assert failed(report) >= {"dpred"}
@@ -542,6 +552,35 @@ def test_fit_cubic_rejects_a_learning_rate_far_too_small() -> None:
     assert {"beats the constant predictor", "converged"} <= failed(report)
     # The bias does learn here, only slowly: the feedback must not claim it is never updated.
     assert "never updated" not in item(report, "shifted curve").message
+
+
+def test_fit_cubic_with_an_extra_one_over_n_in_linear_backward_points_at_the_gradient_scale() -> None:
+    """The notebook's loop with Exercise 2's mistake (dW and db divided by N once more): every step is N
+    times too short. The fit is graded as before; the feedback says N times too small, not 'train longer'."""
+
+    def fit_with_mean_backward(x, y, lr=0.5, steps=1000):
+        features, target = cubic_features(x), y.reshape(-1, 1)
+        W, b = 0.1 * np.random.default_rng(0).standard_normal((1, 3)), np.zeros(1)
+        losses = []
+        for _ in range(steps):
+            pred, cache = linear_forward(features, W, b)
+            loss, dpred = mse_loss(pred, target)
+            _, dW, db = backward_mean_over_batch(dpred, cache)
+            W -= lr * dW
+            b -= lr * db
+            losses.append(loss)
+        return W, b, losses
+
+    report = grade(CHECKS["fit_cubic"], fit_with_mean_backward)
+    assert failed(report) == {"converged"} and report.score == FIT_CUBIC_POINTS - 1.0
+    message = item(report, "converged").message
+    assert "N = 256 times too small" in message and "linear_backward" in message
+    assert "more steps or a larger lr" not in message
+
+
+def test_fit_cubic_stopped_early_says_too_few_steps() -> None:
+    report = grade(CHECKS["fit_cubic"], make_fit(lr=0.5, steps=30))
+    assert "too few steps" in item(report, "converged").message
 
 
 def test_fit_cubic_survives_divergence(capfd: pytest.CaptureFixture) -> None:

@@ -222,6 +222,15 @@ def _mse_verdicts(record: dict[str, Any], data: dict[str, np.ndarray]) -> dict[s
             "not divided by N * M: this is the gradient of the sum, not of the mean": 2.0 * diff,
         },
     }
+    if n == 1:
+        # With one row, dividing by N divides by 1: the sum and the division by N are one mistake here,
+        # named as what it is (the N = 1 item is where a learner meets it).
+        one_row = (
+            f"divided by N, which is 1 here (or not divided at all): the mean divides by N * M = {size}, "
+            "the number of elements, also when N = 1"
+        )
+        mistakes["loss"] = {one_row: square.sum(), **mistakes["loss"]}
+        mistakes["dpred"] = {one_row: 2.0 * diff, **mistakes["dpred"]}
     out = record["outputs"]
     return {
         name: compare(name, out.get(name), ref[name], tol=tol, mistakes=mistakes[name], batch_size=n)
@@ -363,7 +372,7 @@ def grade_fit_cubic(evidence: Evidence) -> Report:
         report.add(Item("beats the constant predictor", False, diverged, 0.5))
         report.add(Item("converged", False, diverged, 1.0))
     else:
-        advice = _fit_advice(loss, constant, outputs.get("losses"))
+        advice = _fit_advice(loss, constant, outputs.get("losses"), *data[main])
         beats = loss <= CLEARLY_BETTER * constant
         message = f"final loss {loss:.5f}; always predicting the mean of y gives {constant:.5f}"
         if not beats:
@@ -381,7 +390,40 @@ def grade_fit_cubic(evidence: Evidence) -> Report:
     return report
 
 
-def _fit_advice(loss: float, constant: float, losses: Any) -> str:
+#: The notebook's fit_cubic: its default learning rate, and the W and b its scaffold starts from.
+NOTEBOOK_LR = 0.5
+
+
+def _notebook_start() -> tuple[np.ndarray, np.ndarray]:
+    return 0.1 * np.random.default_rng(0).standard_normal((1, 3)), np.zeros(1)
+
+
+def first_step_lr(losses: Any, x: np.ndarray, y: np.ndarray) -> float | None:
+    """The learning rate that, with the right gradients, takes the notebook's starting W and b to the
+    second recorded loss in one step; None when the losses do not start there (another start, or
+    losses recorded after each update) or no such step exists.
+
+    The loss is quadratic in (W, b): along the right gradient g from the start it is
+    ``L0 - a |g|^2 + a^2 mean((A g)^2)``, so the step length a is a root of a quadratic (the smaller
+    one: the first descent step). A learner whose gradients are all k times too small shows a = lr / k.
+    """
+    if not (isinstance(losses, np.ndarray) and losses.ndim == 1 and losses.size >= 2):
+        return None
+    W0, b0 = _notebook_start()
+    A = np.c_[cubic_features(x), np.ones(len(x))]
+    residual = A @ np.r_[W0.ravel(), b0] - y
+    start = float(np.mean(residual**2))
+    if not np.isclose(losses[0], start, rtol=1e-9, atol=0.0) or not np.isfinite(losses[1]):
+        return None
+    g = 2.0 / len(x) * A.T @ residual
+    slope, curvature, drop = float(g @ g), float(np.mean((A @ g) ** 2)), start - float(losses[1])
+    discriminant = slope**2 - 4.0 * curvature * drop
+    if drop <= 0 or discriminant < 0:
+        return None
+    return (slope - np.sqrt(discriminant)) / (2.0 * curvature)
+
+
+def _fit_advice(loss: float, constant: float, losses: Any, x: np.ndarray, y: np.ndarray) -> str:
     """The likely reason a finite fit is poor, from the learner's own loss curve when it is usable."""
     if (
         isinstance(losses, np.ndarray)
@@ -398,7 +440,27 @@ def _fit_advice(loss: float, constant: float, losses: Any) -> str:
             return " Likely mistake: the loss never went down: is the update sign flipped (W += lr * dW)?"
     if loss > constant:
         return " Likely mistake: worse than a constant: is the update sign flipped, or W never updated?"
-    return " Likely mistake: not converged yet: more steps or a larger lr (is the loss curve still falling?)"
+    step = first_step_lr(losses, x, y)
+    n = len(x)
+    if step is not None and abs(NOTEBOOK_LR / step / n - 1.0) < 0.05:
+        return (
+            f" Likely mistake: your gradients are N = {n} times too small. Your first step lowered the "
+            f"loss exactly as far as a step of lr = {step:.3g} with the right gradients does, "
+            f"{NOTEBOOK_LR} / {n}: if your lr is the notebook's {NOTEBOOK_LR}, a 1/N too many divides dW and "
+            "db (in linear_backward, or in mse_loss's dpred). The checks of Exercises 2 and 3 say which; "
+            "more steps would hide it."
+        )
+    if step is not None and abs(NOTEBOOK_LR / step - 1.0) < 0.05 and losses.size < 1000:
+        return (
+            " Likely mistake: not converged: too few steps. Your steps are right (those of "
+            f"lr = {NOTEBOOK_LR} with the right gradients), but {losses.size} of them do not reach the "
+            "optimum; the notebook's 1000 do."
+        )
+    return (
+        " Likely mistake: not converged yet (is the loss curve still falling?). With the notebook's "
+        f"lr = {NOTEBOOK_LR} and 1000 steps, right gradients converge: if you changed them, more steps or a "
+        "larger lr; if you kept them, your gradients are too small (see the checks of Exercises 2 and 3)."
+    )
 
 
 def _shifted_item(
