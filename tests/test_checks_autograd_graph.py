@@ -516,3 +516,54 @@ def test_an_sgd_step_that_does_nothing_earns_nothing() -> None:
         return None
 
     assert grade(checks.SGD_STEP, nothing).score == 0
+
+
+def loss_penalty_item(params, X, y, reg=0.0):
+    """The penalty cut from the graph by .item(): the loss is right, its gradient lacks reg * W."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum()).item()
+    return F.cross_entropy(scores, y) + penalty
+
+
+def test_loss_penalty_cut_by_item_gets_notebook_03s_words():
+    """Graded as before (only reg > 0 fails), but named as a cut graph: notebook 02's advice to 'add reg * W'
+    by hand means nothing where autograd computes the gradient."""
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_penalty_item)
+    assert failed(report) == {"reg > 0"} and report.score == 3.33
+    message = item(report, "reg > 0").message
+    assert ".item()" in message and "cut it from the graph" in message
+    assert "add reg * W" not in message
+
+
+def sgd_through_data(params, lr):
+    for p in params:
+        p.data -= lr * p.grad
+        p.grad = None
+
+
+def test_sgd_through_data_keeps_its_points_with_a_method_note():
+    """p.data -= lr * p.grad computes the right values, so the points stay (the exercise grades the effect);
+    the feedback notes that .data bypasses autograd's version tracking and names torch.no_grad()."""
+    report = grade(checks.SGD_STEP, sgd_through_data)
+    assert report.score == checks.SGD_STEP.points and not failed(report)
+    assert len(report.notes) == 1
+    assert ".data" in report.notes[0] and "version tracking" in report.notes[0]
+    assert "with torch.no_grad():" in report.notes[0]
+    # the reference's update, inside no_grad, earns no note
+    assert not grade(checks.SGD_STEP, sgd_step).notes
+
+
+def test_data_bypasses_version_tracking_as_the_note_says():
+    """The note's claim: after y = p * p saved p, an update through .data is used silently by backward,
+    while the same update inside no_grad makes backward raise."""
+    p = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = (p * p).sum()
+    p.data -= 1.0
+    y.backward()
+    assert p.grad.tolist() == [0.0, 2.0]  # 2 * (new p): the old values are gone, and nothing said so
+    q = torch.tensor([1.0, 2.0], requires_grad=True)
+    z = (q * q).sum()
+    with torch.no_grad():
+        q -= 1.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()

@@ -237,6 +237,7 @@ def _leaf_facts(tensors: list[torch.Tensor]) -> list[dict[str, Any]]:
             "grad_fn": _node_name(t.grad_fn),
             "grad": freeze(_grad(t)),
             "value": freeze(t),
+            "version": int(t._version),  # in-place changes autograd saw: .data bypasses the counter
         }
         for t in tensors
     ]

@@ -48,6 +48,17 @@ _CUT_GRAPH = (
 )
 
 
+#: Notebook 02's words for a mistake that, in notebook 03, has another cause: there the learner writes
+#: every gradient by hand; here autograd computes them, and a term missing from them was cut from the graph.
+NOTEBOOK_03_WORDS = {
+    "the regularisation is in the loss but not in the gradient (add reg * W)": (
+        "the penalty is in the loss's value but no gradient flows through it: .item(), float(), "
+        ".detach() or torch.tensor(...) of the penalty cut it from the graph; keep it a tensor computed "
+        "from W1 and W2 by torch operations, and backward adds its gradient to their .grad"
+    ),
+}
+
+
 def _loss_verdicts(record: dict[str, Any], data: dict[str, np.ndarray], reg: float) -> dict[str, Verdict]:
     ref = reference.two_layer_net({k: data[k] for k in PARAM_NAMES}, data["X"], data["y"], reg)
     mistakes = net_mistakes(data, reg)
@@ -59,7 +70,7 @@ def _loss_verdicts(record: dict[str, Any], data: dict[str, np.ndarray], reg: flo
     }
     grads = record.get("grads") or {}
     for k in PARAM_NAMES:
-        wrong = dict(mistakes[k])
+        wrong = {NOTEBOOK_03_WORDS.get(name, name): value for name, value in mistakes[k].items()}
         wrong[
             "exactly twice the gradient: backward ran twice (once inside your function?), and gradients "
             "accumulate in .grad"
@@ -473,5 +484,25 @@ def grade_sgd_step(evidence: Evidence) -> Report:
         if item.passed and not updated:
             item = Item(name, False, "not checked: the parameters were not updated", item.weight)
         report.add(item)
+    if report.items[0].passed:
+        bypassed = _bypassed_autograd(steps[0]["after"])
+        if bypassed:
+            report.notes.append(DATA_NOTE.format(params=", ".join(f"params[{i}]" for i in bypassed)))
     add_notes(report, steps)
     return report
+
+
+#: A method note, not a penalty: ``p.data -= lr * p.grad`` computes the right values (the exercise grades
+#: the effect), but PyTorch documents ``torch.no_grad()`` as the way to change a leaf without recording.
+DATA_NOTE = (
+    "{params} changed to the right values, but autograd's version counter did not move: the update went "
+    "through .data (p.data -= ...), which bypasses autograd's version tracking, so a graph that saved "
+    "the old values would silently use the new ones instead of raising. The values are right and the "
+    "points stay; the supported way is the in-place update inside `with torch.no_grad():`."
+)
+
+
+def _bypassed_autograd(after: list[dict[str, Any]]) -> list[int]:
+    """The parameters whose in-place change after the first step left their version counter at 0: a
+    fresh leaf starts at 0 and every in-place operation autograd sees (under no_grad too) adds 1."""
+    return [i for i, fact in enumerate(after) if fact.get("version") == 0]
