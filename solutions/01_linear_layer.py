@@ -205,6 +205,41 @@ compare(
     grad_cube_3d=(grad_cube_3d, 3 * before["x_3d"] ** 2 + h**2),
 )
 
+# %% [markdown]
+# ### Reading the table
+#
+# Each row of a comparison table compares one array of yours with its reference, element by element.
+# `max abs err` is the largest absolute error, $|\text{yours} - \text{ref}|$. `max rel err` is the
+# largest relative error: the absolute error divided by the size of the two numbers compared,
+#
+# $$\text{rel err} = \frac{|\text{yours} - \text{ref}|}{|\text{yours}| + |\text{ref}|},$$
+#
+# with a denominator below 1e-8 counted as 1e-8, so that two numbers that are both about 0 do not give
+# 0 / 0. It is 0 for equal numbers and at most 1 (one of them 0, or opposite signs), whatever the scale
+# of the values: an error of 1e-6 is negligible on a gradient of size 1000 and is the whole gradient
+# when its size is 1e-6. The verdict `ok` comes from the tolerance of the comparison (for the table
+# above, 1e-8 absolute plus 1e-7 relative), not from this column; the column says how far off you are.
+#
+# What size to expect when your code and the reference compute the same formula: only rounding. A
+# float64 number carries about 16 significant digits, so the same products or sums taken in another
+# order differ by about 1e-16 relative; a float32 number carries about 7, and rounding a value to
+# float32 moves it by up to $2^{-24} \approx 6 \cdot 10^{-8}$ of itself, which this definition, whose
+# denominator holds both numbers, halves: up to about 3e-8. The cell below shows both, and computes the
+# column by hand once.
+# Errors far above these sizes come from the method or from a mistake: the centred differences of the
+# try-it above are off by about 1e-10 relative, their truncation error, not rounding.
+
+# %%
+rng = np.random.default_rng(1)
+a, b, c = rng.standard_normal((3, 1000))
+left, right = (a * b) * c, a * (b * c)  # the same products, in two orders, in float64
+rel = np.abs(left - right) / np.maximum(np.abs(left) + np.abs(right), 1e-8)
+print(f"max rel err by hand: {rel.max():.1e}")
+compare(
+    float64_two_orders=(left, right),
+    float32_rounded=(left.astype(np.float32), left),  # the same values, rounded to float32
+)
+
 # %% tests grade_id="test_numerical_gradient" points=3
 """numerical_gradient matches autograd on 1-D, 2-D and 3-D arrays, uses h, and leaves x unchanged."""
 score = check_numerical_gradient(numerical_gradient)

@@ -95,6 +95,33 @@ def test_01_centred_and_forward_difference_errors() -> None:
     assert 1e-6 < np.max(np.abs(forward - exact)) < 1e-4
 
 
+def test_01_reading_the_table_max_rel_err() -> None:
+    """ "Reading the table" of notebook 01: max rel err is |yours - ref| / (|yours| + |ref|) with a floor
+    of 1e-8; the same float64 products in two orders differ by about 1e-16, a value rounded to float32
+    by up to about 3e-8 (2^-25), and the try-it's centred differences by about 1e-10."""
+    from backprop_utils import compare
+
+    rng = np.random.default_rng(1)
+    a, b, c = rng.standard_normal((3, 1000))
+    left, right = (a * b) * c, a * (b * c)
+    rel = np.abs(left - right) / np.maximum(np.abs(left) + np.abs(right), 1e-8)
+    table = compare(float64_two_orders=(left, right), float32_rounded=(left.astype(np.float32), left))
+    float64, float32 = (v.max_rel_err for v in table.verdicts)
+    assert table.all_ok and float64 == rel.max()
+    assert 3e-17 < float64 < 3e-16
+    assert 1e-8 < float32 <= 2.0**-25
+    # the definition's edges: equal numbers give 0, opposite signs 1, two tiny numbers no 0 / 0
+    edges = compare(x=(np.array([2.0, -1.0, 1e-12]), np.array([2.0, 1.0, -1e-12]))).verdicts[0]
+    assert edges.max_rel_err == 1.0
+    assert compare(x=(np.array([1e-12]), np.array([-1e-12]))).verdicts[0].max_rel_err == 2e-12 / 1e-8
+    # the try-it of exercise 1: centred differences of sum(x sin x) are off by about 1e-10 relative
+    ns = notebook("01_linear_layer")
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    grad = ns["numerical_gradient"](lambda v: np.sum(v * np.sin(v)), x.copy())
+    (row,) = compare(g=(grad, np.sin(x) + x * np.cos(x))).verdicts
+    assert 1e-13 < row.max_rel_err < 1e-9
+
+
 def test_01_mse_worked_example() -> None:
     """Exercise 3: pred [[3, 1]] against [[1, 1]] gives L = 2; pred[0, 0] = 3.001 gives 2.0020005;
     the differences [[1, 2, 0], [0, 1, 2]] give 10 / 6."""

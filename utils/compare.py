@@ -25,7 +25,12 @@ class ComparisonTable:
         return all(v.ok for v in self.verdicts)
 
     def rows(self) -> list[tuple[str, str, str, str, str]]:
-        """(name, shape ok, max abs error, max relative error, verdict) for each row, as text."""
+        """(name, shape ok, max abs error, max relative error, verdict) for each row, as text.
+
+        The relative error of one element is ``|yours - ref| / max(|yours| + |ref|, 1e-8)``: 0 for
+        equal numbers, at most 1, about 1e-16 for float64 rounding and up to about 3e-8 for a value
+        rounded to float32 (notebook 01, "Reading the table", shows both).
+        """
         out = []
         for v in self.verdicts:
             abs_err = "-" if v.max_abs_err is None else f"{v.max_abs_err:.1e}"
@@ -56,8 +61,10 @@ def compare(tol: Tolerance = FLOAT64, **pairs: tuple[Any, Any]) -> ComparisonTab
     """Compare your values with reference values, one table row per keyword.
 
     Introduced in notebook 01. Usage: ``compare(dx=(dx, dx_ref), dW=(dW, dW_ref))``. Each row says
-    whether the shape matches, the largest absolute and relative errors, and a verdict that names
-    the likely mistake when it can tell. Uses the same comparison as the graded checks; values
+    whether the shape matches, the largest absolute error ``|yours - ref|`` and the largest relative
+    error ``|yours - ref| / (|yours| + |ref|)`` (a denominator below 1e-8 counts as 1e-8), and a
+    verdict that names the likely mistake when it can tell (``ok`` when every element is within
+    ``tol``). Uses the same comparison as the graded checks; values
     of any floating dtype are accepted here, float32 with float32's tolerance (the graded checks
     ask for float64).
     """
