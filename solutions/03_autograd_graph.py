@@ -292,9 +292,11 @@ plt.show()
 #
 # <details><summary>Hint 4: near the answer</summary>
 #
-# `def visit(node)`: return if `node` is None or already in `seen`; add it to `seen`; call `visit` on
-# each `child` of `node.next_functions`; then append `node` to `post_order`. Call
-# `visit(result.grad_fn)`, and return the class names of `reversed(post_order)`.
+# The depth-first way needs three things: a set of the nodes already visited, a list of finished
+# nodes, and a recursive helper that, for a node it has not visited, first visits every child in
+# `next_functions` and only then puts the node on the finished list. On the diamond above the finished
+# list comes out as `AccumulateGrad`, `ExpBackward0`, `SinBackward0`, `CosBackward0`, `MulBackward0`,
+# `AddBackward0`, `SumBackward0`: the leaves first, the output last. Compare it with the three rules.
 #
 # </details>
 
@@ -326,13 +328,19 @@ def backward_order(result: torch.Tensor) -> list[str]:
 
 
 # %% [markdown]
-# Try it. The cell builds three graphs, a chain (exactly one valid order), the diamond above, and the
-# network of Exercise 1 with `reg > 0`, where the `AccumulateGrad` nodes of `W1` and `W2` must come after
-# both of the nodes that feed them. For each, it prints your list and a verdict: whether your names can
-# be matched to the graph's nodes, each once, in an order where every node comes after all of its
-# parents. The lines `breadth_first` and `first_reached` say whether a breadth-first walk, and a
-# depth-first walk that lists each node when it first reaches it, give a valid order: the text says
-# both fail on the diamond. The picture of the network shows its two-parent nodes with a red arrow.
+# Try it. The cell builds three graphs of the shapes the check builds, with as many nodes: a chain
+# (6 nodes, exactly one valid order), a diamond like the one above but fed by a matrix product,
+# `a = exp(x @ w)` with `x` not requiring grad (8 nodes: the product adds `MmBackward0`), and the network
+# of Exercise 1 with `reg > 0` (18 nodes), where the `AccumulateGrad` nodes of `W1` and `W2` must come
+# after both of the nodes that feed them. The check draws its elementwise operations (sin, exp, tanh...)
+# from its seed, so its names differ from these, never its node counts. It writes each layer as
+# `F.linear`, one `AddmmBackward0` node; the same layer written `X @ W.T + b` has two more nodes per
+# network (an `MmBackward0` and an `AddBackward0` for each `AddmmBackward0`), which is why the cell
+# uses `F.linear` too. For each graph it prints the number of nodes, your list and a verdict: whether
+# your names can be matched to the graph's nodes, each once, in an order where every node comes after
+# all of its parents. The lines `breadth_first` and `first_reached` say whether a breadth-first walk,
+# and a depth-first walk that lists each node when it first reaches it, give a valid order: the text
+# says both fail on the diamond. The picture of the network shows its two-parent nodes with a red arrow.
 
 # %%
 from functools import cache
@@ -390,10 +398,12 @@ def first_reached(result: torch.Tensor) -> list[str]:
 
 
 rng = np.random.default_rng(1)
-x = torch.tensor(rng.standard_normal(3), requires_grad=True)
-a = torch.exp(x)
+x = torch.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+x_in = torch.tensor(rng.standard_normal((4, 3)))  # an input that does not require grad
+w = torch.tensor(rng.standard_normal((3, 5)), requires_grad=True)
+a = torch.exp(x_in @ w)
 graphs = {
-    "chain": torch.sin(torch.exp(2.0 * x)).sum(),
+    "chain": torch.cos(torch.sin(torch.exp(0.5 * x))).sum(),
     "diamond": (torch.sin(a) * torch.cos(a) + a).sum(),
 }
 params = {
@@ -403,15 +413,16 @@ params = {
     "b2": torch.tensor(rng.standard_normal(3), requires_grad=True),
 }
 X, y = torch.tensor(rng.standard_normal((5, 4))), torch.tensor([0, 1, 2, 1, 0])
-scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
-graphs["network"] = F.cross_entropy(scores, y) + 0.05 * (
+scores = F.linear(torch.relu(F.linear(X, params["W1"], params["b1"])), params["W2"], params["b2"])
+graphs["network"] = F.cross_entropy(scores, y) + 0.5 * 0.1 * (
     (params["W1"] ** 2).sum() + (params["W2"] ** 2).sum()
 )
 
 for name, result in graphs.items():
     yours = backward_order(result)
     found = problem(yours, result)
-    print(f"{name}: {yours}\n  yours: {'ok' if found is None else 'WRONG: ' + found}")
+    print(f"{name}, {len(graph_of(result)[0])} nodes: {yours}")
+    print(f"  yours: {'ok' if found is None else 'WRONG: ' + found}")
     for walk in (breadth_first, first_reached):
         print(f"  {walk.__name__}: {'valid' if problem(walk(result), result) is None else 'not valid'}")
 draw_graph(graphs["network"], names=params, title="the network, reg > 0")

@@ -362,6 +362,79 @@ def test_03_diamond_derivative_and_orders() -> None:
     assert all(order.index(s) < order.index("ExpBackward0") for s in senders)
 
 
+def test_03_hint_4_finished_list_of_the_diamond() -> None:
+    """Hint 4 of backward_order: a depth-first walk that puts a node on the finished list after its
+    children gives, on the diamond above it, AccumulateGrad, Exp, Sin, Cos, Mul, Add, Sum."""
+    import torch
+
+    x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    a = torch.exp(x)
+    out = (torch.sin(a) * torch.cos(a) + a).sum()
+    seen, finished = set(), []
+
+    def visit(node: Any) -> None:
+        if node is None or node in seen:
+            return
+        seen.add(node)
+        for child, _ in node.next_functions:
+            visit(child)
+        finished.append(type(node).__name__)
+
+    visit(out.grad_fn)
+    assert finished == [
+        "AccumulateGrad",
+        "ExpBackward0",
+        "SinBackward0",
+        "CosBackward0",
+        "MulBackward0",
+        "AddBackward0",
+        "SumBackward0",
+    ]
+    assert notebook("03_autograd_graph")["backward_order"](out) == finished[::-1]
+
+
+def test_03_try_it_graphs_have_the_checks_node_counts() -> None:
+    """The try-it of backward_order: its chain, diamond and network have as many nodes as the graphs the
+    check builds (6, 8 and 18, for every seed), and the network written with @ and + has two more."""
+    import re as regex
+
+    import torch
+    import torch.nn.functional as F
+
+    from autograder.checks.autograd_graph import GRAPH_CASES, build_graph
+    from autograder.grading.autograd_graph import graph_structure
+
+    counts = {
+        kind: {len(graph_structure(build_graph(kind, seed))[0]) for seed in (0, 1, 7)} for kind in GRAPH_CASES
+    }
+    assert counts == {"chain": {6}, "diamond": {8}, "two-layer net": {18}}
+
+    nb = jupytext.read(SOLUTIONS / "03_autograd_graph.py", fmt="py:percent")
+    (cell,) = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and 'graphs["network"]' in c.source and "def graph_of" in c.source
+    ]
+    namespace: dict[str, Any] = {"np": np, "torch": torch, "F": F, "cache": __import__("functools").cache}
+    source = cell.source.split("for name, result in graphs.items():")[0]
+    exec(
+        compile(source, "03_autograd_graph.py", "exec"), namespace
+    )  # builds the graphs, runs no learner code
+    graph_of = namespace["graph_of"]
+    assert {k: len(graph_of(g)[0]) for k, g in namespace["graphs"].items()} == {
+        "chain": 6,
+        "diamond": 8,
+        "network": 18,
+    }
+    params, X, y = namespace["params"], namespace["X"], namespace["y"]
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    by_hand = F.cross_entropy(scores, y) + 0.05 * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    assert len(graph_of(by_hand)[0]) == 20
+    assert regex.search(
+        r"\(6 nodes.*\n.*\(8 nodes.*\n.*\(18 nodes", nb.cells[nb.cells.index(cell) - 1].source, regex.S
+    )
+
+
 def test_03_network_graph_is_a_few_dozen_nodes_deep() -> None:
     """Exercise 2: a recursive walk is fine, the graphs are a few dozen nodes deep (far below Python's
     recursion limit)."""
