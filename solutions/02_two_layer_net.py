@@ -68,14 +68,20 @@ from backprop_utils import compare, make_spiral, plot_decision_boundary, plot_lo
 # ## Exercise 1: activations (3 points)
 #
 # Each activation is a forward/backward pair with the interface of notebook 01. The backward pass
-# is `dx = dout * f'(x)`, and for sigmoid and tanh the derivative is simplest in terms of the
-# output, so that is what the cache should hold:
+# is `dx = dout * f'(x)`; finding $f'$ is the exercise. For sigmoid and tanh the derivative can be
+# written with the output alone, so that is what the cache holds:
 #
-# | activation | forward | derivative | cache |
-# |---|---|---|---|
-# | ReLU | $\max(0, x)$ | $1$ if $x > 0$, else $0$ | `x` |
-# | sigmoid | $s = 1 / (1 + e^{-x})$ | $s\,(1 - s)$ | `s` |
-# | tanh | $t = \tanh x$ | $1 - t^2$ | `t` |
+# | activation | forward | cache |
+# |---|---|---|
+# | ReLU | $\max(0, x)$ | `x` |
+# | sigmoid | $s = 1 / (1 + e^{-x})$ | `s` |
+# | tanh | $t = \tanh x$ | `t` |
+#
+# **Your tools.** The derivative is the limit of the difference quotient, and notebook 01's centred
+# difference $\big(f(x + h) - f(x - h)\big) / (2h)$ measures it at any point to about 1e-10. So every
+# formula you derive can be checked before it goes into a backward pass: the cell below prints the
+# measured slope of each activation at a few points next to its output. A formula for $f'$ in terms of
+# s (or t) is right when it reproduces the slope column from the output column, at every point.
 #
 # **Shapes.** `x`, `out`, `dout` and `dx` are all (N, D): an elementwise function has an elementwise
 # gradient. **Expected error.** You and PyTorch evaluate the same float64 formula, so the differences
@@ -84,18 +90,32 @@ from backprop_utils import compare, make_spiral, plot_decision_boundary, plot_lo
 #
 # Three details the checks test on purpose:
 #
-# - **ReLU at exactly 0.** The derivative does not exist at the kink. Like PyTorch, we use 0 there:
-#   the mask is `x > 0`, not `x >= 0`. Exact zeros are common in practice (the input of a layer is
-#   often the output of a ReLU), so the check includes them.
+# - **ReLU at exactly 0.** The derivative does not exist at the kink (the slope column shows what the
+#   centred difference makes of it). Like PyTorch, we use 0 there. Exact zeros are common in practice
+#   (the input of a layer is often the output of a ReLU), so the check includes them.
 # - **Leave `dout` alone.** `dout[x <= 0] = 0; return dout` gives the right numbers and silently
-#   overwrites the caller's array. Compute a new array instead: `dx = dout * mask`.
+#   overwrites the caller's array. Compute `dx` as a new array instead.
 # - **Large inputs.** `np.exp(800)` overflows float64 (the limit is about `exp(709)`): numpy prints a
 #   `RuntimeWarning` and returns `inf`. A naive `1 / (1 + np.exp(-x))` at x = -800 still lands on the
 #   right value, 0, but writes that warning; `np.exp(x) / (1 + np.exp(x))` at x = 800 gives `inf / inf
-#   = nan`. A stable sigmoid only ever exponentiates $-|x| \le 0$: with $z = e^{-|x|}$,
-#   $s = 1 / (1 + z)$ for $x \ge 0$ and $s = z / (1 + z)$ for $x < 0$. (`np.where(x >= 0, a, b)`
-#   computes both `a` and `b` everywhere, so an overflowing expression inside it still overflows.)
-#
+#   = nan`. A stable sigmoid only ever exponentiates numbers that are at most 0. (`np.where(x >= 0, a,
+#   b)` computes both `a` and `b` everywhere, so an overflowing expression inside it still overflows.)
+
+# %%
+# A check you can run: the slope of each activation at a few points, by centred differences.
+points = np.array([-2.0, -0.5, 0.0, 0.5, 2.0])
+h = 1e-5
+activations = {
+    "relu": lambda v: np.maximum(v, 0.0),
+    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+    "tanh": np.tanh,
+}
+for name, f in activations.items():
+    print(name)
+    for v, out_v, slope in zip(points, f(points), (f(points + h) - f(points - h)) / (2 * h), strict=True):
+        print(f"  x = {v:+.1f}   output {out_v:.6f}   slope {slope:.6f}")
+
+# %% [markdown]
 # ### 1a. ReLU (1 point)
 #
 # <details><summary>Hint 1</summary>
@@ -112,9 +132,10 @@ from backprop_utils import compare, make_spiral, plot_decision_boundary, plot_lo
 #
 # </details>
 #
-# <details><summary>Hint 3: the formula</summary>
+# <details><summary>Hint 3: near the answer</summary>
 #
-# $f'(x) = 1$ where $x > 0$ and 0 elsewhere, so `dx = dout * (x > 0)`, a new array.
+# $f'(x)$ is 1 where $x > 0$ and 0 elsewhere, at 0 included. `dx` is `dout` times that, element by
+# element: one comparison of the cached `x`, one product, and no assignment into `dout`.
 #
 # </details>
 
@@ -204,9 +225,11 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 3 (forward): the formula</summary>
+# <details><summary>Hint 3 (forward): near the answer</summary>
 #
-# With $z = e^{-|x|}$: $s = 1 / (1 + z)$ where $x \ge 0$, and $s = z / (1 + z)$ where $x < 0$.
+# With $z = e^{-|x|}$: where $x \ge 0$, z is $e^{-x}$, and the definition gives s directly; where
+# $x < 0$, z is $e^{x}$, and the form of Hint 1 gives it. Compute z once, both candidates from it, and
+# choose between them by the sign of x.
 #
 # </details>
 #
@@ -217,9 +240,11 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 5 (backward): the formula</summary>
+# <details><summary>Hint 5 (backward): near the answer</summary>
 #
-# $e^{-x} / (1 + e^{-x}) = 1 - s$, so $s' = s\,(1 - s)$ and `dx = dout * s * (1 - s)`.
+# The other fraction is $e^{-x} / (1 + e^{-x}) = \big((1 + e^{-x}) - 1\big) / (1 + e^{-x})$: write
+# it with s. Then check your $s'$ on the slope table above: at x = 0, s = 0.5 and the slope is 0.25;
+# at x = 2, s = 0.880797 and the slope is 0.104994.
 #
 # </details>
 
@@ -318,9 +343,10 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 3: the formula</summary>
+# <details><summary>Hint 3: near the answer</summary>
 #
-# $\tanh' x = 1 - \tanh^2 x = 1 - t^2$, so `dx = dout * (1 - t**2)`.
+# The first term becomes 1, and the second is the square of a quotient you have met in Hint 1: write
+# it with t. Check it on the slope table above: at x = 0.5, t = 0.462117 and the slope is 0.786448.
 #
 # </details>
 
@@ -427,11 +453,11 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 3 (stability): the formula</summary>
+# <details><summary>Hint 3 (stability): near the answer</summary>
 #
-# $\log p_{i, j} = s_{i, j} - m_i - \log \sum_k e^{s_{ik} - m_i}$, for the whole array at once:
-# `log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))` with
-# `shifted = scores - scores.max(axis=1, keepdims=True)`.
+# $\log p_{i, j} = (s_{i, j} - m_i) - \log \sum_k e^{s_{ik} - m_i}$: the first term needs no
+# exponential, and the sum lies between 1 and C. For the whole array at once, keep the reduced axis
+# (`keepdims=True`) so that a row's maximum and a row's sum broadcast against that row.
 #
 # </details>
 #
@@ -450,10 +476,12 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 6 (gradient): the formula</summary>
+# <details><summary>Hint 6 (gradient): near the answer</summary>
 #
-# $\partial L / \partial s_{ij} = (p_{ij} - [j = y_i]) / N$: the probabilities (`np.exp(log_p)`), minus 1
-# at each row's true class, divided by N.
+# Row i of the gradient is the row's probabilities, with 1 taken away at the true class $y_i$, and
+# divided by N. Check it on the hand-worked case: [1/2, 1/2] minus [1, 0] is [[-0.5, 0.5]]. In numpy
+# the probabilities are `np.exp(log_p)`, and one element per row is reached with a pair of index
+# arrays, the row numbers and `y`.
 #
 # </details>
 
@@ -585,10 +613,11 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 3: the penalty</summary>
+# <details><summary>Hint 3: the penalty, near the answer</summary>
 #
-# $\partial / \partial W \,\big(\tfrac12 \mathrm{reg} \lVert W \rVert^2\big) = \mathrm{reg}\, W$, element by
-# element (the 0.5 is there so that the 2 of the square cancels). Add it to `dW1` and `dW2`, not to the
+# The penalty is a sum of $\tfrac12 \mathrm{reg}\, w^2$ over the elements w of W1 and W2, so each
+# element's derivative is that of its own term alone (the 0.5 is there so that the 2 of the square
+# cancels); the case above, w = 3 and reg = 0.1, must give 0.3. It adds to `dW1` and `dW2`, not to the
 # biases, which the penalty does not contain.
 #
 # </details>
@@ -764,19 +793,23 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 2: the scales</summary>
+# <details><summary>Hint 2: a tool, measuring the scale</summary>
 #
-# For `W1`, $D\,v = 2$ keeps the mean square after the ReLU near 1: $v = 2 / D$. For `W2`, whose output
-# goes into the softmax without a ReLU, $v = 1 / H$ is enough. A standard deviation is the square root
-# of a variance.
+# You can measure what a scale does before you derive it. Take inputs of mean square 1, such as
+# `Z = rng.standard_normal((1000, D))`, draw a weight matrix of shape (hidden, D) with
+# `rng.standard_normal` times a standard deviation σ, and print the mean square of
+# `np.maximum(Z @ W1.T, 0)` for a few values of σ (0.01, 0.1, 1) and of D. The value you want is 1,
+# the inputs' own mean square: the layer keeps the signal's size.
 #
 # </details>
 #
-# <details><summary>Hint 3: initialisation and loop</summary>
+# <details><summary>Hint 3: near the answer</summary>
 #
-# `W1 = rng.standard_normal((hidden, D)) * np.sqrt(2 / D)`, `W2 = rng.standard_normal((C, hidden)) *
-# np.sqrt(1 / hidden)`, zero biases. Then `steps` times: `loss, grads = two_layer_net(params, X, y,
-# reg)`, append `float(loss)`, and subtract `lr * grads[k]` from every `params[k]`.
+# With weights of variance v, each unit of $X W_1^\top$ has variance $D\,v$, and the ReLU keeps about
+# half of its mean square: choose v for `W1` so that $D\,v / 2 = 1$. `W2` feeds the softmax with no
+# ReLU, over H inputs: $H\,v = 1$ is enough. Multiply standard normal draws by $\sqrt v$; the biases
+# start at zero. The loop: `steps` times, one call of `two_layer_net` gives the loss and every
+# gradient; record the loss as a float, then update every entry of `params` in place.
 #
 # </details>
 #

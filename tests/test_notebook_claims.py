@@ -249,6 +249,35 @@ def _accuracy(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray) -> fl
     return float(np.mean((h @ params["W2"].T + params["b2"]).argmax(axis=1) == y))
 
 
+def test_02_activation_slope_table_and_hint_numbers() -> None:
+    """Exercise 1's slope table and the hints that check a derivation on it: sigmoid at 0 (0.5, slope
+    0.25) and at 2 (0.880797, slope 0.104994), tanh at 0.5 (0.462117, slope 0.786448), and the
+    centred difference of ReLU at 0, which is not the convention."""
+    h = 1e-5
+
+    def sigmoid(v: Any) -> Any:
+        return 1.0 / (1.0 + np.exp(-v))
+
+    def slope(f: Any, v: float) -> float:
+        return float((f(v + h) - f(v - h)) / (2 * h))
+
+    assert (round(float(sigmoid(0.0)), 6), round(slope(sigmoid, 0.0), 6)) == (0.5, 0.25)
+    assert (round(float(sigmoid(2.0)), 6), round(slope(sigmoid, 2.0), 6)) == (0.880797, 0.104994)
+    assert (round(float(np.tanh(0.5)), 6), round(slope(np.tanh, 0.5), 6)) == (0.462117, 0.786448)
+    assert slope(lambda v: np.maximum(v, 0.0), 0.0) == 0.5
+
+
+def test_02_initialisation_scale_hints() -> None:
+    """Exercise 4's Hints 2 and 3: on inputs of mean square 1, weights of variance 2 / D keep the mean
+    square after the ReLU near 1, whatever D; standard deviation 0.01 shrinks it to about 1e-4 * D / 2."""
+    rng = np.random.default_rng(0)
+    for d in (2, 10, 50):
+        Z = rng.standard_normal((4000, d))
+        W1 = rng.standard_normal((1000, d))
+        assert abs(np.mean(np.maximum(Z @ (W1 * np.sqrt(2 / d)).T, 0) ** 2) - 1.0) < 0.1
+        assert np.mean(np.maximum(Z @ (W1 * 0.01).T, 0) ** 2) < 1e-4 * d
+
+
 def test_02_spiral_training_claims() -> None:
     """Exercise 4: the defaults reach 97-99% in about a second or less, the loss starts around 1.5 and is
     about 0.3 after 100 steps; equal starting weights stay equal (51%); weights of standard deviation
