@@ -310,7 +310,7 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 4: the formulas</summary>
+# <details><summary>Hint 4: near the answer</summary>
 #
 # $dx[n, d] = \sum_m dout[n, m]\,W[m, d]$, $dW[m, d] = \sum_n dout[n, m]\,x[n, d]$ and
 # $db[m] = \sum_n dout[n, m]$: one product of `dout` with `W`, one product of `dout` transposed with
@@ -436,9 +436,11 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 3: the formula</summary>
+# <details><summary>Hint 3: near the answer</summary>
 #
-# $d\text{pred} = 2\,(\text{pred} - \text{target}) / (NM)$, element by element.
+# Put Hints 1 and 2 together for one element, then let numpy do every element at once: the result has
+# the shape of `pred`. On the small case above it must be [[2, 0]]: the 2 of the square, times the
+# difference 2, divided by N·M = 2.
 #
 # </details>
 
@@ -553,7 +555,7 @@ score
 #
 # </details>
 #
-# <details><summary>Hint 3: one step</summary>
+# <details><summary>Hint 3: one step, near the answer</summary>
 #
 # `linear_forward(features, W, b)` gives the predictions and the cache; `mse_loss(pred, target)` gives
 # the loss and `dpred`; `linear_backward(dpred, cache)` gives `(dx, dW, db)`; then subtract `lr` times
