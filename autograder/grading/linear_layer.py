@@ -418,7 +418,7 @@ def first_step_lr(losses: Any, x: np.ndarray, y: np.ndarray) -> float | None:
     g = 2.0 / len(x) * A.T @ residual
     slope, curvature, drop = float(g @ g), float(np.mean((A @ g) ** 2)), start - float(losses[1])
     discriminant = slope**2 - 4.0 * curvature * drop
-    if drop <= 0 or discriminant < 0:
+    if drop <= 0 or curvature <= 0 or discriminant < 0:
         return None
     return (slope - np.sqrt(discriminant)) / (2.0 * curvature)
 
@@ -445,7 +445,7 @@ def _fit_advice(loss: float, constant: float, losses: Any, x: np.ndarray, y: np.
     if step is not None and abs(NOTEBOOK_LR / step / n - 1.0) < 0.05:
         return (
             f" Likely mistake: your gradients are N = {n} times too small. Your first step lowered the "
-            f"loss exactly as far as a step of lr = {step:.3g} with the right gradients does, "
+            f"loss as far as a step of lr = {step:.3g} with the right gradients does, "
             f"{NOTEBOOK_LR} / {n}: if your lr is the notebook's {NOTEBOOK_LR}, a 1/N too many divides dW and "
             "db (in linear_backward, or in mse_loss's dpred). The checks of Exercises 2 and 3 say which; "
             "more steps would hide it."
