@@ -595,95 +595,84 @@ def _first(returned: Record) -> Any:
     return grads[0]
 
 
+def _property_item(
+    name: str, record: Record, steps: tuple[str, ...], problem: Callable[[Record], str | None], passed: str
+) -> Item:
+    """An item (0.5 points) on one property of a Function: the first failing step's own error, else what
+    ``problem`` finds wrong in the recorded outputs, else it passes with ``passed``."""
+    failure = step_error(record, *steps) or problem(record["outputs"])
+    return Item(name, failure is None, failure or passed, 0.5)
+
+
 def _non_differentiable_item(record: Record) -> Item:
-    name, weight = "MaxWithIndex: indices not differentiable", 0.5
-    error = step_error(record, "forward")
-    if error:
-        return Item(name, False, error, weight)
-    out = record["outputs"]
-    if out.get("indices_requires_grad") is not False:
-        return Item(
-            name,
-            False,
-            "the indices require grad: mark them with ctx.mark_non_differentiable(indices) in forward.",
-            weight,
-        )
-    if out.get("values_requires_grad") is not True:
-        return Item(
-            name, False, "the values do not require grad: only the indices are non-differentiable.", weight
-        )
-    marked = out.get("marked_non_differentiable") or []
-    if marked != [False, True]:
-        return Item(
-            name,
-            False,
-            "forward did not mark the indices with ctx.mark_non_differentiable(indices): int64 indices "
-            "never require grad, so nothing fails today, but autograd is not told that this output has "
-            "no gradient (a float mask or count returned the same way would require grad and get one)."
-            if not any(marked)
-            else "forward marked the values as non-differentiable: mark only the indices.",
-            weight,
-        )
-    return Item(
-        name,
-        True,
+    return _property_item(
+        "MaxWithIndex: indices not differentiable",
+        record,
+        ("forward",),
+        _non_differentiable_problem,
         "the indices are marked non-differentiable (requires_grad False), the values require grad",
-        weight,
+    )
+
+
+def _non_differentiable_problem(out: Record) -> str | None:
+    if out.get("indices_requires_grad") is not False:
+        return "the indices require grad: mark them with ctx.mark_non_differentiable(indices) in forward."
+    if out.get("values_requires_grad") is not True:
+        return "the values do not require grad: only the indices are non-differentiable."
+    marked = out.get("marked_non_differentiable") or []
+    if marked == [False, True]:
+        return None
+    if any(marked):
+        return "forward marked the values as non-differentiable: mark only the indices."
+    return (
+        "forward did not mark the indices with ctx.mark_non_differentiable(indices): int64 indices "
+        "never require grad, so nothing fails today, but autograd is not told that this output has "
+        "no gradient (a float mask or count returned the same way would require grad and get one)."
     )
 
 
 def _dirty_item(record: Record) -> Item:
-    name, weight = "InplaceReLU: in place, marked dirty", 0.5
-    error = step_error(record, "forward")
-    if error:
-        return Item(name, False, error, weight)
-    out = record["outputs"]
+    return _property_item(
+        "InplaceReLU: in place, marked dirty",
+        record,
+        ("forward",),
+        _dirty_problem,
+        "returns its input, modified in place (version counter bumped)",
+    )
+
+
+def _dirty_problem(out: Record) -> str | None:
     if out.get("version_bumped") is not True:
-        return Item(
-            name,
-            False,
+        return (
             "the input was not modified in place (its version counter did not change): use clamp_ "
-            "or an indexed assignment on the input itself.",
-            weight,
+            "or an indexed assignment on the input itself."
         )
     if out.get("same_object") is not True:
-        return Item(
-            name,
-            False,
-            "the output is not the input object: call ctx.mark_dirty(x) and return x itself.",
-            weight,
-        )
-    return Item(name, True, "returns its input, modified in place (version counter bumped)", weight)
+        return "the output is not the input object: call ctx.mark_dirty(x) and return x itself."
+    return None
 
 
 def _materialize_item(record: Record) -> Item:
-    name, weight = "SquareAndCube: None for an unused output", 0.5
-    error = step_error(record, "forward", "autograd")
-    if error:
-        return Item(name, False, error, weight)
-    received = record["outputs"].get("grads_none_square_only")
+    return _property_item(
+        "SquareAndCube: None for an unused output",
+        record,
+        ("forward", "autograd"),
+        _materialize_problem,
+        "with only the square used, backward received None for the cube's gradient, not zeros",
+    )
+
+
+def _materialize_problem(out: Record) -> str | None:
+    received = out.get("grads_none_square_only")
     if received == [False, True]:
-        return Item(
-            name,
-            True,
-            "with only the square used, backward received None for the cube's gradient, not zeros",
-            weight,
-        )
+        return None
     if received == [False, False]:
-        return Item(
-            name,
-            False,
+        return (
             "with only the square used, backward received a tensor of zeros for the cube's gradient: "
             "autograd materializes it unless forward calls ctx.set_materialize_grads(False), and then "
-            "backward multiplies by zeros for nothing.",
-            weight,
+            "backward multiplies by zeros for nothing."
         )
-    return Item(
-        name,
-        False,
-        f"backward received {received} (None or not, per output); expected [False, True].",
-        weight,
-    )
+    return f"backward received {received} (None or not, per output); expected [False, True]."
 
 
 # --------------------------------------------------------------------------------------------
