@@ -515,7 +515,15 @@ def grade_ctx_features(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    report.add(_non_differentiable_item(mx))
+    report.add(
+        _property_item(
+            "MaxWithIndex: indices not differentiable",
+            mx,
+            ("forward",),
+            _non_differentiable_problem,
+            "the indices are marked non-differentiable (requires_grad False), the values require grad",
+        )
+    )
     report.add(
         _verdict_item(
             "MaxWithIndex: gradient",
@@ -534,7 +542,15 @@ def grade_ctx_features(evidence: Evidence) -> Report:
     )
 
     ro = rl["outputs"]
-    report.add(_dirty_item(rl))
+    report.add(
+        _property_item(
+            "InplaceReLU: in place, marked dirty",
+            rl,
+            ("forward",),
+            _dirty_problem,
+            "returns its input, modified in place (version counter bumped)",
+        )
+    )
     report.add(
         _verdict_item(
             "InplaceReLU: values and gradient",
@@ -577,7 +593,15 @@ def grade_ctx_features(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    report.add(_materialize_item(sc))
+    report.add(
+        _property_item(
+            "SquareAndCube: None for an unused output",
+            sc,
+            ("forward", "autograd"),
+            _materialize_problem,
+            "with only the square used, backward received None for the cube's gradient, not zeros",
+        )
+    )
     add_notes(report, (mx, rl, sc))
     changed = tensors_unchanged_item(
         {"max": mx, "square_cube": sc}, {"max": {"s": data["s"]}, "square_cube": {"z": data["z"]}}
@@ -604,16 +628,6 @@ def _property_item(
     return Item(name, failure is None, failure or passed, 0.5)
 
 
-def _non_differentiable_item(record: Record) -> Item:
-    return _property_item(
-        "MaxWithIndex: indices not differentiable",
-        record,
-        ("forward",),
-        _non_differentiable_problem,
-        "the indices are marked non-differentiable (requires_grad False), the values require grad",
-    )
-
-
 def _non_differentiable_problem(out: Record) -> str | None:
     if out.get("indices_requires_grad") is not False:
         return "the indices require grad: mark them with ctx.mark_non_differentiable(indices) in forward."
@@ -631,16 +645,6 @@ def _non_differentiable_problem(out: Record) -> str | None:
     )
 
 
-def _dirty_item(record: Record) -> Item:
-    return _property_item(
-        "InplaceReLU: in place, marked dirty",
-        record,
-        ("forward",),
-        _dirty_problem,
-        "returns its input, modified in place (version counter bumped)",
-    )
-
-
 def _dirty_problem(out: Record) -> str | None:
     if out.get("version_bumped") is not True:
         return (
@@ -650,16 +654,6 @@ def _dirty_problem(out: Record) -> str | None:
     if out.get("same_object") is not True:
         return "the output is not the input object: call ctx.mark_dirty(x) and return x itself."
     return None
-
-
-def _materialize_item(record: Record) -> Item:
-    return _property_item(
-        "SquareAndCube: None for an unused output",
-        record,
-        ("forward", "autograd"),
-        _materialize_problem,
-        "with only the square used, backward received None for the cube's gradient, not zeros",
-    )
 
 
 def _materialize_problem(out: Record) -> str | None:
