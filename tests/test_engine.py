@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
+from notebook_helpers import source_and_release
 
 from autograder.demo import solved
 from autograder.engine import grade as grade_module
@@ -200,8 +201,7 @@ def make_class(source: NotebookNode, release: NotebookNode, inbox: Path, root: P
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[ClassResult, Path]:
     root = tmp_path_factory.mktemp("engine") / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    source, release = source_and_release(root, ASSIGNMENT)
     inbox = root.parent / "inbox"
     make_class(source, release, inbox, root)
     result = grade_class(inbox, ASSIGNMENT, root, FIXTURE, workers=2, limits=LIMITS, progress=False)

@@ -18,32 +18,14 @@ from typing import Any
 import jupytext
 import numpy as np
 import pytest
+from check_helpers import solution_cells
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 
 
-@cache
-def notebook(stem: str, *helpers: str) -> dict[str, Any]:
-    """The namespace after running the set-up and solution cells of ``solutions/<stem>.py``, plus the
-    untagged cells that define one of the functions named in ``helpers``."""
-    import torch
-
-    nb = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent")
-    namespace: dict[str, Any] = {"__name__": f"notebook_{stem}"}
-    default_dtype = torch.get_default_dtype()  # a set-up cell may change it for its notebook only
-    try:
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            kind = cell.metadata.get("title")
-            wanted = kind in ("locked", "solution") or (
-                kind is None and any(f"def {name}(" in cell.source for name in helpers)
-            )
-            if wanted:
-                exec(compile(cell.source, f"{stem}.py", "exec"), namespace)
-    finally:
-        torch.set_default_dtype(default_dtype)
-    return namespace
+#: The namespace after running the set-up and solution cells of ``solutions/<stem>.py``, plus the
+#: untagged cells that define one of the functions named after the stem; once per session.
+notebook = cache(solution_cells)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -164,6 +164,25 @@ def _linear_item(name: str, record: Record, ref: dict[str, np.ndarray], weight: 
     )
 
 
+def _out_and_grads(record: Record, ref: dict[str, np.ndarray], batch_size: int) -> list[Verdict]:
+    """A case's out and its three gradients through autograd against ``ref`` (a gradient off by a
+    factor of ``batch_size`` is named as such)."""
+    return [compare("out", record["outputs"].get("out"), ref["out"])] + [
+        compare(k, _got(record, "autograd", k), ref[k], batch_size=batch_size) for k in ("dx", "dW", "db")
+    ]
+
+
+def _without_bias(
+    out: Record, recorded_as: str, ref: dict[str, np.ndarray], batch_size: int
+) -> list[Verdict]:
+    """out and dW of ``apply(x, W)``, recorded as ``<recorded_as>_out`` and ``<recorded_as>_dW``,
+    against ``ref`` (the reference with a zero bias)."""
+    return [
+        compare("out of apply(x, W)", out.get(f"{recorded_as}_out"), ref["out"]),
+        compare("dW of apply(x, W)", out.get(f"{recorded_as}_dW"), ref["dW"], batch_size=batch_size),
+    ]
+
+
 @grader(LINEAR_FUNCTION_FUNC)
 def grade_linear_function_func(evidence: Evidence) -> Report:
     """Grade: out (1); dx, dW, db (0.5 each); exact shapes of a direct backward call (0.5); no bias
@@ -189,16 +208,20 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             "no bias, mixed requires_grad",
             main,
             ("no_bias",),
-            lambda: [
-                compare("out of apply(x, W)", out.get("nobias_out"), nobias_ref["out"]),
-                compare("dW of apply(x, W)", out.get("nobias_dW"), nobias_ref["dW"], batch_size=n),
-                compare("out of apply(x, W, None)", out.get("none_out"), nobias_ref["out"]),
-                compare("dW of apply(x, W, None)", out.get("none_dW"), nobias_ref["dW"], batch_size=n),
-                compare("dx when only the input requires grad", out.get("input_only_dx"), ref["dx"]),
-                compare(
-                    "db when only the bias requires grad", out.get("bias_only_db"), ref["db"], batch_size=n
-                ),
-            ],
+            lambda: (
+                _without_bias(out, "nobias", nobias_ref, n)
+                + [
+                    compare("out of apply(x, W, None)", out.get("none_out"), nobias_ref["out"]),
+                    compare("dW of apply(x, W, None)", out.get("none_dW"), nobias_ref["dW"], batch_size=n),
+                    compare("dx when only the input requires grad", out.get("input_only_dx"), ref["dx"]),
+                    compare(
+                        "db when only the bias requires grad",
+                        out.get("bias_only_db"),
+                        ref["db"],
+                        batch_size=n,
+                    ),
+                ]
+            ),
             0.5,
         )
     )
@@ -212,10 +235,7 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             "N = 1",
             single,
             ("forward", "autograd"),
-            lambda: (
-                [compare("out", single["outputs"].get("out"), sref["out"], batch_size=1)]
-                + [compare(k, _got(single, "autograd", k), sref[k], batch_size=1) for k in ("dx", "dW", "db")]
-            ),
+            lambda: _out_and_grads(single, sref, 1),
             0.5,
         )
     )
@@ -327,10 +347,7 @@ def grade_batched_linear(evidence: Evidence) -> Report:
             "weight only, no bias",
             rec,
             ("weight_only",),
-            lambda: [
-                compare("out of apply(x, W)", out.get("weight_only_out"), wo_ref["out"]),
-                compare("dW of apply(x, W)", out.get("weight_only_dW"), wo_ref["dW"], batch_size=rows),
-            ],
+            lambda: _without_bias(out, "weight_only", wo_ref, rows),
             0.5,
         )
     )
@@ -341,13 +358,7 @@ def grade_batched_linear(evidence: Evidence) -> Report:
                 name,
                 cases[lab],
                 ("forward", "autograd"),
-                lambda lab=lab, n=n: (
-                    [compare("out", cases[lab]["outputs"].get("out"), refs[lab]["out"])]
-                    + [
-                        compare(k, _got(cases[lab], "autograd", k), refs[lab][k], batch_size=n)
-                        for k in ("dx", "dW", "db")
-                    ]
-                ),
+                lambda lab=lab, n=n: _out_and_grads(cases[lab], refs[lab], n),
                 0.5,
             )
         )
