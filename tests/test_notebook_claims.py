@@ -411,16 +411,7 @@ def test_04_output_kept_on_ctx_escapes_the_version_counter() -> None:
     """Exercise 1b: had Exp kept its output as ctx.result, doubling the output in place would make
     backward run and return a gradient twice too large, with no error."""
     import torch
-
-    class ExpOnCtx(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.result = x.exp()
-            return ctx.result
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return grad_output * ctx.result
+    from test_checks_custom_functions import ExpOutputOnCtx as ExpOnCtx  # the check's wrong answer
 
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     out = ExpOnCtx.apply(x)
@@ -588,6 +579,8 @@ def test_try_it_cells_run_after_a_restart_and_say_ok_for_the_solution(stem: str)
             assert "WRONG" not in printed, (stem, index, printed)
 
 
+#: Known mistakes: (notebook, the function it redefines, its code). A mistake in one method of an
+#: autograd Function subclasses the solution's class and overrides only that method.
 MISTAKES = {
     "mse divided by N (01)": (
         "01_linear_layer",
@@ -666,12 +659,7 @@ def sgd_step(params, lr):
         "04_custom_functions",
         "MyReLU",
         """
-class MyReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clamp(min=0)
-
+class MyReLU(MyReLU):
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
@@ -683,13 +671,7 @@ class MyReLU(torch.autograd.Function):
         "04_custom_functions",
         "LinearFunction",
         """
-class LinearFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, weight, bias=None):
-        ctx.save_for_backward(input, weight, bias)
-        output = input.mm(weight.t())
-        return output if bias is None else output + bias
-
+class LinearFunction(LinearFunction):
     @staticmethod
     def backward(ctx, grad_output):
         input, weight, bias = ctx.saved_tensors
@@ -701,12 +683,7 @@ class LinearFunction(torch.autograd.Function):
         "05_beyond_the_basics",
         "LegendrePolynomial3",
         """
-class LegendrePolynomial3(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input):
-        ctx.save_for_backward(input)
-        return 0.5 * (5 * input**3 - 3 * input)
-
+class LegendrePolynomial3(LegendrePolynomial3):
     @staticmethod
     def backward(ctx, grad_output):
         (input,) = ctx.saved_tensors
@@ -717,11 +694,9 @@ class LegendrePolynomial3(torch.autograd.Function):
 
 
 def mistake(name: str) -> Any:
-    """The wrong function or class of ``MISTAKES[name]``, defined on its own (with torch in scope)."""
-    import torch
-
-    _, function, source = MISTAKES[name]
-    namespace: dict[str, Any] = {"torch": torch}
+    """The wrong function or class of ``MISTAKES[name]``, defined after the notebook's solutions."""
+    stem, function, source = MISTAKES[name]
+    namespace = dict(notebook(stem))
     exec(compile(source, name, "exec"), namespace)
     return namespace[function]
 
