@@ -18,6 +18,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 from notebook_helpers import source_and_release
 
+from autograder import course
 from autograder.demo import solved
 from autograder.engine import grade as grade_module
 from autograder.engine.grade import Limits
@@ -29,12 +30,8 @@ ASSIGNMENT = "01_tiny"
 LIMITS = Limits(cell_seconds=8, notebook_seconds=90, memory_bytes=2 * 1024**3, output_bytes=200_000)
 
 
-def _answers(nb: NotebookNode) -> dict[str, int]:
-    return {
-        c.metadata["nbgrader"]["grade_id"]: i
-        for i, c in enumerate(nb.cells)
-        if c.metadata.get("nbgrader", {}).get("solution")
-    }
+def _answers(nb: NotebookNode) -> dict[str | None, int]:
+    return {course.grade_id(c): i for i, c in enumerate(nb.cells) if course.is_solution(c)}
 
 
 def after(nb: NotebookNode, grade_id: str, code: str) -> NotebookNode:
@@ -62,10 +59,8 @@ def blank_answer(nb: NotebookNode, release: NotebookNode, grade_id: str) -> Note
     return nb
 
 
-def grade_cell_index(nb: NotebookNode, grade_id: str) -> int:
-    return next(
-        i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
-    )
+def grade_cell_index(nb: NotebookNode, cell_id: str) -> int:
+    return next(i for i, c in enumerate(nb.cells) if course.grade_id(c) == cell_id)
 
 
 CHEAT_COMPARE = """
