@@ -141,23 +141,29 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's parser; each command's function is its ``run`` default."""
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    # The option of every command that works on the nbgrader course.
+    course = argparse.ArgumentParser(add_help=False)
+    course.add_argument(
+        "--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)"
+    )
 
-    p = commands.add_parser("build", help="regenerate the student versions in notebooks/ from solutions/")
-    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
+    p = commands.add_parser(
+        "build", parents=[course], help="regenerate the student versions in notebooks/ from solutions/"
+    )
     p.add_argument(
         "--out", type=Path, default=NOTEBOOKS, help="where student versions go (default: notebooks/)"
     )
     p.set_defaults(run=_build)
 
     p = commands.add_parser(
-        "validate", help="prove every solution gets full marks and every blank version zero"
+        "validate", parents=[course], help="prove every solution gets full marks and every blank version zero"
     )
-    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
     p.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help="student versions (default: notebooks/)")
     p.set_defaults(run=_validate)
 
     p = commands.add_parser(
         "grade",
+        parents=[course],
         help="grade a class: every submission scored, with feedback, a grades CSV and a summary",
         description="Grade every submission of ASSIGNMENT (or all) found in SUBMISSIONS: nbgrader's "
         "submitted/<student>/<assignment>/ layout, or a flat folder or zip of files named "
@@ -165,7 +171,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("assignment", help="assignment name, e.g. 01_linear_layer, or 'all'")
     p.add_argument("submissions", type=Path, help="folder or .zip of submissions")
-    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
     p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
     p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
@@ -225,9 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser(
         "report",
+        parents=[course],
         help="write every output again from the gradebook (manual scores included), without grading",
     )
-    p.add_argument("--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)")
     p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/grading)")
     p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")

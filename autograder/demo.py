@@ -30,6 +30,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
 from autograder.build import REPO, SOLUTIONS
+from autograder.course import grade_id, is_solution
 from autograder.engine import outputs
 from autograder.engine.grade import Limits
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
@@ -102,13 +103,13 @@ CHEAT = (
 
 
 def _answers(nb: NotebookNode) -> list[int]:
-    return [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("solution")]
+    return [i for i, c in enumerate(nb.cells) if is_solution(c)]
 
 
-def _insert_after_answers(nb: NotebookNode, code_for: Callable[[str], str | None]) -> NotebookNode:
+def _insert_after_answers(nb: NotebookNode, code_for: Callable[[str | None], str | None]) -> NotebookNode:
     nb = copy.deepcopy(nb)
     for index in reversed(_answers(nb)):
-        code = code_for(nb.cells[index].metadata["nbgrader"]["grade_id"])
+        code = code_for(grade_id(nb.cells[index]))
         if code:
             cell = new_code_cell(code)
             cell.id = f"added-{index}"
@@ -120,7 +121,7 @@ def solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
     """The student version with the reference answers typed in: what a learner who solved it submits.
     The one copy: the tests and the benchmarks make their solved submissions with it too."""
     nb = copy.deepcopy(release)
-    answers = {c.id: c.source for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    answers = {c.id: c.source for c in source.cells if is_solution(c)}
     for cell in nb.cells:
         if cell.id in answers:
             cell.source = answers[cell.id]
@@ -130,15 +131,15 @@ def solved(source: NotebookNode, release: NotebookNode) -> NotebookNode:
 def _after_second_answer(code: str) -> Callable[[NotebookNode, NotebookNode], NotebookNode]:
     def make(source: NotebookNode, release: NotebookNode) -> NotebookNode:
         nb = solved(source, release)
-        target = nb.cells[_answers(nb)[1]].metadata["nbgrader"]["grade_id"]
-        return _insert_after_answers(nb, lambda grade_id: code if grade_id == target else None)
+        target = grade_id(nb.cells[_answers(nb)[1]])
+        return _insert_after_answers(nb, lambda answer: code if answer == target else None)
 
     return make
 
 
 def _cheat(source: NotebookNode, release: NotebookNode) -> NotebookNode:
-    first = release.cells[_answers(release)[0]].metadata["nbgrader"]["grade_id"]
-    return _insert_after_answers(release, lambda grade_id: CHEAT if grade_id == first else None)
+    first = grade_id(release.cells[_answers(release)[0]])
+    return _insert_after_answers(release, lambda answer: CHEAT if answer == first else None)
 
 
 STUDENTS: dict[str, Callable[[NotebookNode, NotebookNode], NotebookNode]] = {

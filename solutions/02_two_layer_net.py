@@ -41,14 +41,11 @@
 # shape, dtype and values, and prints which property failed and the likely mistake.
 
 # %% locked grade_id="setup"
-try:  # the course's own package: `make` installs it; away from the repository, its wheel does
+try:  # the course's package (with backprop_utils): `make` installs it; elsewhere, its wheel does
     import autograder.checks  # noqa: F401
-    import backprop_utils  # noqa: F401
 except ModuleNotFoundError as error:
-    raise ModuleNotFoundError(
-        f"{error.msg}. Run `%pip install backprop_course-0.1.0-py3-none-any.whl` (the course's wheel,"
-        " published with the notebooks), then this cell again."
-    ) from None
+    wheel = "backprop_course-0.1.0-py3-none-any.whl"  # published with the notebooks
+    raise ModuleNotFoundError(f"{error.msg}. Run `%pip install {wheel}`, then this cell again.") from None
 
 import matplotlib.pyplot as plt
 import numpy as np

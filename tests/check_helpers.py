@@ -37,11 +37,13 @@ def failed(report: Report) -> set[str]:
     return {i.name for i in report.items if not i.passed}
 
 
-def solution_cells(assignment: str) -> dict[str, Any]:
+def solution_cells(assignment: str, *helpers: str) -> dict[str, Any]:
     """The namespace left by running the set-up and answer cells of ``solutions/<assignment>.py``
-    (nothing else: no try-it cell, no test cell), so that tests take their references from the
-    course's own solutions and a changed solution is re-run against the tests' wrong answers."""
+    (no test cell, and no try-it cell but those that define one of the functions named in
+    ``helpers``), so that tests take their references from the course's own solutions and a changed
+    solution is re-run against the tests' wrong answers."""
     from autograder.build import SOLUTIONS, source_notebook
+    from autograder.course import grade_id, is_grade, is_locked, is_solution
 
     path = SOLUTIONS / f"{assignment}.py"
     namespace: dict[str, Any] = {"__name__": f"solutions_{assignment}"}
@@ -49,10 +51,13 @@ def solution_cells(assignment: str) -> dict[str, Any]:
     default_dtype = torch.get_default_dtype() if torch else None
     rng_state = torch.get_rng_state() if torch else None
     for cell in source_notebook(path).cells:
-        role = cell.metadata.get("nbgrader", {})
-        runs = role.get("solution") or (role.get("locked") and not role.get("grade"))
-        if cell.cell_type == "code" and runs:
-            exec(compile(cell.source, f"{path.name}:{role['grade_id']}", "exec"), namespace)  # noqa: S102
+        answer_or_setup = is_solution(cell) or (is_locked(cell) and not is_grade(cell))
+        helper = not (is_solution(cell) or is_locked(cell) or is_grade(cell)) and any(
+            f"def {name}(" in cell.source for name in helpers
+        )
+        if cell.cell_type == "code" and (answer_or_setup or helper):
+            name = f"{path.name}:{grade_id(cell) or cell.id}"
+            exec(compile(cell.source, name, "exec"), namespace)  # noqa: S102
     # a set-up cell may change torch's global default dtype (notebook 03 makes it float64) or seed its
     # generator (notebook 04): that belongs to the notebook's kernel, not to this test session
     torch = sys.modules.get("torch")

@@ -16,6 +16,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.build import NOTEBOOKS, SOLUTIONS, source_notebook
+from autograder.course import grade_id, is_solution
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -44,15 +45,12 @@ def solved_notebook(name: str) -> NotebookNode:
     solved every exercise. Test cells stay the visible ones the learner has."""
     nb = student_notebook(name)
     reference = {
-        cell.metadata["nbgrader"]["grade_id"]: cell
-        for cell in source_notebook(SOLUTIONS / f"{name}.py").cells
-        if cell.metadata.get("nbgrader", {}).get("solution")
+        grade_id(cell): cell for cell in source_notebook(SOLUTIONS / f"{name}.py").cells if is_solution(cell)
     }
     solved = 0
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            lines = reference[meta["grade_id"]].source.splitlines()
+        if is_solution(cell):
+            lines = reference[grade_id(cell)].source.splitlines()
             cell.source = "\n".join(line for line in lines if not _MARKER.match(line))
             solved += 1
     assert solved, f"{name} has no answer cell to solve"

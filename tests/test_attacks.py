@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_helpers import source_and_release
 
 from autograder.engine.grade import Limits
 from autograder.engine.jail import cgroup_support, jail_available
@@ -155,8 +156,7 @@ def attacked(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("attacks")
     root = base / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    source, release = source_and_release(root, ASSIGNMENT)
     good = solved(source, release)
     marker = f"bpc-orphan-{uuid.uuid4().hex[:12]}"
     # Secrets a kernel must not reach: another checkout's solutions, a class export, shared scratch folders.
@@ -293,8 +293,7 @@ def test_a_slow_cell_is_interrupted_and_the_notebook_goes_on(attacked) -> None:
 def test_a_kernels_processes_share_one_memory_limit(tmp_path: Path) -> None:
     root = tmp_path / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    source, release = source_and_release(root, ASSIGNMENT)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     nbformat.write(
@@ -326,8 +325,7 @@ def test_a_numpy_exercise_answered_with_torch_is_flagged_and_can_be_withheld(
 ) -> None:
     root = tmp_path / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    source, release = source_and_release(root, ASSIGNMENT)
     nb = solved(source, release)
     (answer,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mse_loss"]
     answer.source = TORCH_ANSWER

@@ -15,7 +15,7 @@ from autograder.grading import autograd_graph as graders
 # Reference answers: the course's own solutions, run once, and other correct answers by hand
 # ---------------------------------------------------------------------------------------------------
 
-SOLUTION = solution_cells("03_autograd_graph")
+SOLUTION = solution_cells("03_autograd_graph", "breadth_first", "first_reached")
 two_layer_loss_torch = SOLUTION["two_layer_loss_torch"]
 backward_order = SOLUTION["backward_order"]
 sgd_step = SOLUTION["sgd_step"]
@@ -309,33 +309,9 @@ def test_every_valid_order_is_accepted():
     )
 
 
-def order_preorder(result):
-    """Depth-first, listing a node when first reached."""
-    seen, order = set(), []
-
-    def visit(node):
-        if node is None or node in seen:
-            return
-        seen.add(node)
-        order.append(type(node).__name__)
-        for child, _ in node.next_functions:
-            visit(child)
-
-    visit(result.grad_fn)
-    return order
-
-
-def order_breadth_first(result):
-    """Breadth-first, listing a node when first reached."""
-    seen, order, queue = {result.grad_fn}, [], [result.grad_fn]
-    while queue:
-        node = queue.pop(0)
-        order.append(type(node).__name__)
-        for child, _ in node.next_functions:
-            if child is not None and child not in seen:
-                seen.add(child)
-                queue.append(child)
-    return order
+# Depth first listing each node when first reached, and breadth first: the two walks the notebook
+# itself shows to be no backward order, taken from its cell (the one after exercise 2's answer).
+order_preorder, order_breadth_first = SOLUTION["first_reached"], SOLUTION["breadth_first"]
 
 
 def order_no_dedup(result):

@@ -16,7 +16,9 @@ import nbformat
 import pytest
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
+from notebook_helpers import source_and_release
 
+from autograder import course
 from autograder.demo import solved
 from autograder.engine import grade as grade_module
 from autograder.engine.grade import Limits
@@ -28,12 +30,8 @@ ASSIGNMENT = "01_tiny"
 LIMITS = Limits(cell_seconds=8, notebook_seconds=90, memory_bytes=2 * 1024**3, output_bytes=200_000)
 
 
-def _answers(nb: NotebookNode) -> dict[str, int]:
-    return {
-        c.metadata["nbgrader"]["grade_id"]: i
-        for i, c in enumerate(nb.cells)
-        if c.metadata.get("nbgrader", {}).get("solution")
-    }
+def _answers(nb: NotebookNode) -> dict[str | None, int]:
+    return {course.grade_id(c): i for i, c in enumerate(nb.cells) if course.is_solution(c)}
 
 
 def after(nb: NotebookNode, grade_id: str, code: str) -> NotebookNode:
@@ -61,10 +59,8 @@ def blank_answer(nb: NotebookNode, release: NotebookNode, grade_id: str) -> Note
     return nb
 
 
-def grade_cell_index(nb: NotebookNode, grade_id: str) -> int:
-    return next(
-        i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
-    )
+def grade_cell_index(nb: NotebookNode, cell_id: str) -> int:
+    return next(i for i, c in enumerate(nb.cells) if course.grade_id(c) == cell_id)
 
 
 CHEAT_COMPARE = """
@@ -200,8 +196,7 @@ def make_class(source: NotebookNode, release: NotebookNode, inbox: Path, root: P
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[ClassResult, Path]:
     root = tmp_path_factory.mktemp("engine") / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    source, release = source_and_release(root, ASSIGNMENT)
     inbox = root.parent / "inbox"
     make_class(source, release, inbox, root)
     result = grade_class(inbox, ASSIGNMENT, root, FIXTURE, workers=2, limits=LIMITS, progress=False)

@@ -20,6 +20,7 @@ from pathlib import Path
 import nbformat
 import postgres
 import pytest
+from notebook_helpers import source_and_release
 from test_engine import FIXTURE, LIMITS, blank_answer, solved
 
 from autograder.build import nbgrader_config
@@ -95,8 +96,7 @@ def course(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     root = base / "course"
     ensure_course(root, FIXTURE)  # registers the assignment in course/gradebook.db only
     db = database(request.param, base, request)
-    source = nbformat.read(root / "source" / TINY / f"{TINY}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / TINY / f"{TINY}.ipynb", as_version=4)
+    source, release = source_and_release(root, TINY)
     canvas_export(base / "submissions.zip", source, release)
     (base / "roster.csv").write_text(ROSTER, encoding="utf-8")
     canvas = grade_class(
@@ -327,8 +327,7 @@ def test_outputs_are_written_when_the_gradebook_step_fails(
             conn.execute(sqlalchemy.text("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader"))
         engine.dispose()
         db = owner.replace("postgres@", "reader@")
-    source = nbformat.read(root / "source" / TINY / f"{TINY}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / TINY / f"{TINY}.ipynb", as_version=4)
+    source, release = source_and_release(root, TINY)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     nbformat.write(solved(source, release), inbox / "ada_01_tiny.ipynb")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autograder.build import assignments, source_notebook
+from autograder.course import grade_id, is_solution
 from autograder.engine.grade import kernel_kind
 from autograder.engine.method import flags, flags_for, graded_names
 
@@ -13,11 +14,7 @@ COURSE = {a.name: a for a in assignments()}
 
 def _answers(name: str) -> list[dict[str, str]]:
     nb = source_notebook(COURSE[name].source)
-    return [
-        {"id": c.metadata["nbgrader"]["grade_id"], "source": c.source}
-        for c in nb.cells
-        if c.metadata.get("nbgrader", {}).get("solution")
-    ]
+    return [{"id": grade_id(c), "source": c.source} for c in nb.cells if is_solution(c)]
 
 
 @pytest.mark.parametrize("name", sorted(COURSE))

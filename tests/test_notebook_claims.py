@@ -18,32 +18,14 @@ from typing import Any
 import jupytext
 import numpy as np
 import pytest
+from check_helpers import solution_cells
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 
 
-@cache
-def notebook(stem: str, *helpers: str) -> dict[str, Any]:
-    """The namespace after running the set-up and solution cells of ``solutions/<stem>.py``, plus the
-    untagged cells that define one of the functions named in ``helpers``."""
-    import torch
-
-    nb = jupytext.read(SOLUTIONS / f"{stem}.py", fmt="py:percent")
-    namespace: dict[str, Any] = {"__name__": f"notebook_{stem}"}
-    default_dtype = torch.get_default_dtype()  # a set-up cell may change it for its notebook only
-    try:
-        for cell in nb.cells:
-            if cell.cell_type != "code":
-                continue
-            kind = cell.metadata.get("title")
-            wanted = kind in ("locked", "solution") or (
-                kind is None and any(f"def {name}(" in cell.source for name in helpers)
-            )
-            if wanted:
-                exec(compile(cell.source, f"{stem}.py", "exec"), namespace)
-    finally:
-        torch.set_default_dtype(default_dtype)
-    return namespace
+#: The namespace after running the set-up and solution cells of ``solutions/<stem>.py``, plus the
+#: untagged cells that define one of the functions named after the stem; once per session.
+notebook = cache(solution_cells)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,7 +340,7 @@ def test_03_diamond_derivative_and_orders() -> None:
     ExpBackward0 before one of the nodes that send it gradient; the solution's order does not."""
     import torch
 
-    ns = notebook("03_autograd_graph")
+    ns = notebook("03_autograd_graph", "breadth_first", "first_reached")
     x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
     a = torch.exp(x)
     a.retain_grad()
@@ -367,24 +349,11 @@ def test_03_diamond_derivative_and_orders() -> None:
     ad = a.detach()
     assert torch.allclose(a.grad, torch.cos(ad) ** 2 - torch.sin(ad) ** 2 + 1)
 
-    bfs, seen = [out.grad_fn], {out.grad_fn}
-    for node in bfs:
-        for child, _ in node.next_functions:
-            if child is not None and child not in seen:
-                seen.add(child)
-                bfs.append(child)
-    names = [type(n).__name__ for n in bfs]
+    # The two walks the notebook shows, from its own cells.
+    names = ns["breadth_first"](out)
     senders = {"SinBackward0", "CosBackward0", "AddBackward0"}
     assert any(names.index(s) > names.index("ExpBackward0") for s in senders)
-
-    first_reached, seen, stack = [], set(), [out.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        first_reached.append(type(node).__name__)
-        stack.extend(child for child, _ in reversed(node.next_functions))
+    first_reached = ns["first_reached"](out)
     assert any(first_reached.index(s) > first_reached.index("ExpBackward0") for s in senders)
 
     order = ns["backward_order"](out)
@@ -467,18 +436,10 @@ def test_03_try_it_graphs_have_the_checks_node_counts() -> None:
 def test_03_network_graph_is_a_few_dozen_nodes_deep() -> None:
     """Exercise 2: a recursive walk is fine, the graphs are a few dozen nodes deep (far below Python's
     recursion limit)."""
-    import torch
 
-    ns = notebook("03_autograd_graph")
-    rng = np.random.default_rng(0)
-    params = {
-        "W1": torch.tensor(rng.standard_normal((6, 4)), requires_grad=True),
-        "b1": torch.tensor(rng.standard_normal(6), requires_grad=True),
-        "W2": torch.tensor(rng.standard_normal((3, 6)), requires_grad=True),
-        "b2": torch.tensor(rng.standard_normal(3), requires_grad=True),
-    }
-    X, y = torch.tensor(rng.standard_normal((5, 4))), torch.tensor([0, 1, 2, 1, 0])
-    loss = ns["two_layer_loss_torch"](params, X, y, reg=0.1)
+    # The network of the notebook's cell that draws it (the cell that defines breadth_first).
+    ns = notebook("03_autograd_graph", "breadth_first", "first_reached")
+    loss = ns["two_layer_loss_torch"](ns["params"], ns["X"], ns["y"], reg=0.1)
 
     def depth(node: Any) -> int:
         children = [c for c, _ in node.next_functions if c is not None]
@@ -523,18 +484,7 @@ def test_04_writing_into_grad_output_of_a_sum_warns_and_zeroes_the_gradient() ->
     and silently turns the whole gradient into zeros (no error)."""
     import torch
 
-    class WritesIntoGradOutput(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x.clamp(min=0)
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            (x,) = ctx.saved_tensors
-            grad_output[x <= 0] = 0
-            return grad_output
-
+    WritesIntoGradOutput = mistake("MyReLU writes into grad_output (04)")
     x = torch.tensor([[1.0, -1.0], [2.0, -3.0]], dtype=torch.float64, requires_grad=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -590,16 +540,7 @@ def test_04_output_kept_on_ctx_escapes_the_version_counter() -> None:
     """Exercise 1b: had Exp kept its output as ctx.result, doubling the output in place would make
     backward run and return a gradient twice too large, with no error."""
     import torch
-
-    class ExpOnCtx(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.result = x.exp()
-            return ctx.result
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            return grad_output * ctx.result
+    from test_checks_custom_functions import ExpOutputOnCtx as ExpOnCtx  # the check's wrong answer
 
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     out = ExpOnCtx.apply(x)
@@ -614,12 +555,9 @@ def test_04_jacobian_errors() -> None:
     a backward that doubles the gradient of x ** 2 gives exactly 2 max |x|."""
     import torch
 
-    ns = notebook("04_custom_functions")
-    LinearFunction, max_jacobian_error = ns["LinearFunction"], ns["max_jacobian_error"]
-
-    def layer(x: Any, W: Any, b: Any) -> Any:
-        return torch.tanh(LinearFunction.apply(x, W, b))
-
+    # The notebook's cell that defines the tanh layer also defines the planted bug, DoubledSquare.
+    ns = notebook("04_custom_functions", "layer")
+    layer, DoubledSquare, max_jacobian_error = ns["layer"], ns["DoubledSquare"], ns["max_jacobian_error"]
     generator = torch.Generator().manual_seed(0)
     for _ in range(4):
         inputs64 = tuple(
@@ -629,17 +567,6 @@ def test_04_jacobian_errors() -> None:
         inputs32 = tuple(t.detach().float().requires_grad_(True) for t in inputs64)
         assert 1e-11 < max_jacobian_error(layer, inputs64) < 1e-9
         assert 0.02 < max_jacobian_error(layer, inputs32) < 0.2
-
-    class DoubledSquare(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x**2
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            (x,) = ctx.saved_tensors
-            return grad_output * 4 * x
 
     x = torch.tensor([0.5, -1.5], dtype=torch.float64, requires_grad=True)
     assert max_jacobian_error(DoubledSquare.apply, (x,)) == pytest.approx(3.0, abs=1e-6)
@@ -654,17 +581,7 @@ def test_05_writing_into_the_grad_output_of_a_sum_raises() -> None:
     """Exercise 6a: grad_output.mul_(...) under y.sum() raises an error (the stride-0 view)."""
     import torch
 
-    class P3InPlace(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return 0.5 * (5 * x**3 - 3 * x)
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            (x,) = ctx.saved_tensors
-            return grad_output.mul_(1.5 * (5 * x**2 - 1))
-
+    P3InPlace = mistake("Legendre backward in place (05)")
     x = torch.linspace(-2, 2, 7, dtype=torch.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match="single memory location"):
         P3InPlace.apply(x).sum().backward()
@@ -791,6 +708,8 @@ def test_try_it_cells_run_after_a_restart_and_say_ok_for_the_solution(stem: str)
             assert "WRONG" not in printed, (stem, index, printed)
 
 
+#: Known mistakes: (notebook, the function it redefines, its code). A mistake in one method of an
+#: autograd Function subclasses the solution's class and overrides only that method.
 MISTAKES = {
     "mse divided by N (01)": (
         "01_linear_layer",
@@ -868,31 +787,13 @@ def sgd_step(params, lr):
     "MyReLU writes into grad_output (04)": (
         "04_custom_functions",
         "MyReLU",
-        """
-class MyReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clamp(min=0)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        grad_output[x <= 0] = 0
-        return grad_output
-""",
+        "from test_checks_custom_functions import ReLUInPlace as MyReLU  # the check test's own\n",
     ),
     "LinearFunction ignores needs_input_grad (04)": (
         "04_custom_functions",
         "LinearFunction",
         """
-class LinearFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input, weight, bias=None):
-        ctx.save_for_backward(input, weight, bias)
-        output = input.mm(weight.t())
-        return output if bias is None else output + bias
-
+class LinearFunction(LinearFunction):
     @staticmethod
     def backward(ctx, grad_output):
         input, weight, bias = ctx.saved_tensors
@@ -904,12 +805,7 @@ class LinearFunction(torch.autograd.Function):
         "05_beyond_the_basics",
         "LegendrePolynomial3",
         """
-class LegendrePolynomial3(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input):
-        ctx.save_for_backward(input)
-        return 0.5 * (5 * input**3 - 3 * input)
-
+class LegendrePolynomial3(LegendrePolynomial3):
     @staticmethod
     def backward(ctx, grad_output):
         (input,) = ctx.saved_tensors
@@ -917,6 +813,14 @@ class LegendrePolynomial3(torch.autograd.Function):
 """,
     ),
 }
+
+
+def mistake(name: str) -> Any:
+    """The wrong function or class of ``MISTAKES[name]``, defined after the notebook's solutions."""
+    stem, function, source = MISTAKES[name]
+    namespace = dict(notebook(stem))
+    exec(compile(source, name, "exec"), namespace)
+    return namespace[function]
 
 
 @pytest.mark.parametrize("name", sorted(MISTAKES))

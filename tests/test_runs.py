@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_helpers import source_and_release
 from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine.pipeline import ensure_course, grade_class
@@ -28,8 +29,7 @@ def notebooks(tmp_path_factory: pytest.TempPathFactory):
     """The tiny assignment's source and student version, built by the real build."""
     root = tmp_path_factory.mktemp("build") / "course"
     ensure_course(root, FIXTURE)
-    source = nbformat.read(root / "source" / TINY / f"{TINY}.ipynb", as_version=4)
-    release = nbformat.read(root / "release" / TINY / f"{TINY}.ipynb", as_version=4)
+    source, release = source_and_release(root, TINY)
     return source, release
 
 

@@ -56,6 +56,17 @@ def freeze(value: Any) -> Any:
     return np.array(arr, copy=True)
 
 
+def freeze_losses(losses: Any) -> Any:
+    """A learner's list of losses as a float64 array, :class:`NotAnArray` when an item is not a number
+    (or the list is of another type), and otherwise :func:`freeze`'s copy."""
+    if isinstance(losses, (list, tuple)):
+        try:
+            return np.array([float(v) for v in losses], dtype=np.float64)
+        except (TypeError, ValueError):
+            return NotAnArray(type(losses).__name__)
+    return freeze(losses)
+
+
 def case_seed(seed: int, index: int) -> int:
     """The seed of a check's ``index``-th case: distinct for every case of every seed below 1000 cases."""
     return 1000 * seed + index

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autograder.calling import call
-from autograder.checks.core import Check, Evidence, NotAnArray, case_seed, freeze, register, run_check
+from autograder.checks.core import Check, Evidence, case_seed, freeze, freeze_losses, register, run_check
 from autograder.checks.functions import Arg, returned, run_function
 
 ELEMENTWISE_POINTS = 1.0
@@ -465,15 +465,6 @@ def _counting(cls: Any, counts: dict[str, int]) -> Any:
         return cls
 
 
-def _losses(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        try:
-            return np.array([float(v) for v in value], dtype=np.float64)
-        except (TypeError, ValueError):
-            return NotAnArray(type(value).__name__)
-    return freeze(value)
-
-
 def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Evidence:
     """Call ``train_spiral`` with the learner's ``Linear`` and with ``nn.Linear``; record the losses."""
     runs = {}
@@ -493,7 +484,7 @@ def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Ev
         runs[label] = {
             "error": outcome.error,
             "notes": outcome.notes,
-            "losses": _losses(outcome.result) if outcome.ok else None,
+            "losses": freeze_losses(outcome.result) if outcome.ok else None,
             "made": counts["made"],
             "forward": counts["forward"],
             "seconds": time.perf_counter() - start,

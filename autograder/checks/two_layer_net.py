@@ -27,6 +27,7 @@ from autograder.checks.core import (
     NotAnArray,
     case_seed,
     freeze,
+    freeze_losses,
     register,
     run_check,
     run_forward_backward,
@@ -332,15 +333,6 @@ def training_data(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return make_spiral(n_per_class=100, n_classes=3, seed=case_seed(seed, 1))
 
 
-def _freeze_losses(losses: Any) -> Any:
-    if isinstance(losses, (list, tuple)):
-        try:
-            return np.array([float(v) for v in losses], dtype=np.float64)
-        except (TypeError, ValueError):
-            return NotAnArray(type(losses).__name__)
-    return freeze(losses)
-
-
 def collect_train_two_layer_net(train_two_layer_net: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``train_two_layer_net(X, y, seed=seed)`` with its own defaults; record it."""
     X, y = training_data(seed)
@@ -358,7 +350,7 @@ def collect_train_two_layer_net(train_two_layer_net: Any, *, seed: int = 0) -> E
             params = {str(k): freeze(v) for k, v in raw.items()}
         else:
             params = NotAnArray(type(raw).__name__)
-        losses = _freeze_losses(values["losses"])
+        losses = freeze_losses(values["losses"])
     return {
         "check": "train_two_layer_net",
         "seed": seed,

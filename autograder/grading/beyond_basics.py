@@ -164,6 +164,25 @@ def _linear_item(name: str, record: Record, ref: dict[str, np.ndarray], weight: 
     )
 
 
+def _out_and_grads(record: Record, ref: dict[str, np.ndarray], batch_size: int) -> list[Verdict]:
+    """A case's out and its three gradients through autograd against ``ref`` (a gradient off by a
+    factor of ``batch_size`` is named as such)."""
+    return [compare("out", record["outputs"].get("out"), ref["out"])] + [
+        compare(k, _got(record, "autograd", k), ref[k], batch_size=batch_size) for k in ("dx", "dW", "db")
+    ]
+
+
+def _without_bias(
+    out: Record, recorded_as: str, ref: dict[str, np.ndarray], batch_size: int
+) -> list[Verdict]:
+    """out and dW of ``apply(x, W)``, recorded as ``<recorded_as>_out`` and ``<recorded_as>_dW``,
+    against ``ref`` (the reference with a zero bias)."""
+    return [
+        compare("out of apply(x, W)", out.get(f"{recorded_as}_out"), ref["out"]),
+        compare("dW of apply(x, W)", out.get(f"{recorded_as}_dW"), ref["dW"], batch_size=batch_size),
+    ]
+
+
 @grader(LINEAR_FUNCTION_FUNC)
 def grade_linear_function_func(evidence: Evidence) -> Report:
     """Grade: out (1); dx, dW, db (0.5 each); exact shapes of a direct backward call (0.5); no bias
@@ -189,16 +208,20 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             "no bias, mixed requires_grad",
             main,
             ("no_bias",),
-            lambda: [
-                compare("out of apply(x, W)", out.get("nobias_out"), nobias_ref["out"]),
-                compare("dW of apply(x, W)", out.get("nobias_dW"), nobias_ref["dW"], batch_size=n),
-                compare("out of apply(x, W, None)", out.get("none_out"), nobias_ref["out"]),
-                compare("dW of apply(x, W, None)", out.get("none_dW"), nobias_ref["dW"], batch_size=n),
-                compare("dx when only the input requires grad", out.get("input_only_dx"), ref["dx"]),
-                compare(
-                    "db when only the bias requires grad", out.get("bias_only_db"), ref["db"], batch_size=n
-                ),
-            ],
+            lambda: (
+                _without_bias(out, "nobias", nobias_ref, n)
+                + [
+                    compare("out of apply(x, W, None)", out.get("none_out"), nobias_ref["out"]),
+                    compare("dW of apply(x, W, None)", out.get("none_dW"), nobias_ref["dW"], batch_size=n),
+                    compare("dx when only the input requires grad", out.get("input_only_dx"), ref["dx"]),
+                    compare(
+                        "db when only the bias requires grad",
+                        out.get("bias_only_db"),
+                        ref["db"],
+                        batch_size=n,
+                    ),
+                ]
+            ),
             0.5,
         )
     )
@@ -212,10 +235,7 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             "N = 1",
             single,
             ("forward", "autograd"),
-            lambda: (
-                [compare("out", single["outputs"].get("out"), sref["out"], batch_size=1)]
-                + [compare(k, _got(single, "autograd", k), sref[k], batch_size=1) for k in ("dx", "dW", "db")]
-            ),
+            lambda: _out_and_grads(single, sref, 1),
             0.5,
         )
     )
@@ -327,10 +347,7 @@ def grade_batched_linear(evidence: Evidence) -> Report:
             "weight only, no bias",
             rec,
             ("weight_only",),
-            lambda: [
-                compare("out of apply(x, W)", out.get("weight_only_out"), wo_ref["out"]),
-                compare("dW of apply(x, W)", out.get("weight_only_dW"), wo_ref["dW"], batch_size=rows),
-            ],
+            lambda: _without_bias(out, "weight_only", wo_ref, rows),
             0.5,
         )
     )
@@ -341,13 +358,7 @@ def grade_batched_linear(evidence: Evidence) -> Report:
                 name,
                 cases[lab],
                 ("forward", "autograd"),
-                lambda lab=lab, n=n: (
-                    [compare("out", cases[lab]["outputs"].get("out"), refs[lab]["out"])]
-                    + [
-                        compare(k, _got(cases[lab], "autograd", k), refs[lab][k], batch_size=n)
-                        for k in ("dx", "dW", "db")
-                    ]
-                ),
+                lambda lab=lab, n=n: _out_and_grads(cases[lab], refs[lab], n),
                 0.5,
             )
         )
@@ -515,7 +526,15 @@ def grade_ctx_features(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    report.add(_non_differentiable_item(mx))
+    report.add(
+        _property_item(
+            "MaxWithIndex: indices not differentiable",
+            mx,
+            ("forward",),
+            _non_differentiable_problem,
+            "the indices are marked non-differentiable (requires_grad False), the values require grad",
+        )
+    )
     report.add(
         _verdict_item(
             "MaxWithIndex: gradient",
@@ -534,7 +553,15 @@ def grade_ctx_features(evidence: Evidence) -> Report:
     )
 
     ro = rl["outputs"]
-    report.add(_dirty_item(rl))
+    report.add(
+        _property_item(
+            "InplaceReLU: in place, marked dirty",
+            rl,
+            ("forward",),
+            _dirty_problem,
+            "returns its input, modified in place (version counter bumped)",
+        )
+    )
     report.add(
         _verdict_item(
             "InplaceReLU: values and gradient",
@@ -577,7 +604,15 @@ def grade_ctx_features(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    report.add(_materialize_item(sc))
+    report.add(
+        _property_item(
+            "SquareAndCube: None for an unused output",
+            sc,
+            ("forward", "autograd"),
+            _materialize_problem,
+            "with only the square used, backward received None for the cube's gradient, not zeros",
+        )
+    )
     add_notes(report, (mx, rl, sc))
     changed = tensors_unchanged_item(
         {"max": mx, "square_cube": sc}, {"max": {"s": data["s"]}, "square_cube": {"z": data["z"]}}
@@ -595,95 +630,54 @@ def _first(returned: Record) -> Any:
     return grads[0]
 
 
-def _non_differentiable_item(record: Record) -> Item:
-    name, weight = "MaxWithIndex: indices not differentiable", 0.5
-    error = step_error(record, "forward")
-    if error:
-        return Item(name, False, error, weight)
-    out = record["outputs"]
+def _property_item(
+    name: str, record: Record, steps: tuple[str, ...], problem: Callable[[Record], str | None], passed: str
+) -> Item:
+    """An item (0.5 points) on one property of a Function: the first failing step's own error, else what
+    ``problem`` finds wrong in the recorded outputs, else it passes with ``passed``."""
+    failure = step_error(record, *steps) or problem(record["outputs"])
+    return Item(name, failure is None, failure or passed, 0.5)
+
+
+def _non_differentiable_problem(out: Record) -> str | None:
     if out.get("indices_requires_grad") is not False:
-        return Item(
-            name,
-            False,
-            "the indices require grad: mark them with ctx.mark_non_differentiable(indices) in forward.",
-            weight,
-        )
+        return "the indices require grad: mark them with ctx.mark_non_differentiable(indices) in forward."
     if out.get("values_requires_grad") is not True:
-        return Item(
-            name, False, "the values do not require grad: only the indices are non-differentiable.", weight
-        )
+        return "the values do not require grad: only the indices are non-differentiable."
     marked = out.get("marked_non_differentiable") or []
-    if marked != [False, True]:
-        return Item(
-            name,
-            False,
-            "forward did not mark the indices with ctx.mark_non_differentiable(indices): int64 indices "
-            "never require grad, so nothing fails today, but autograd is not told that this output has "
-            "no gradient (a float mask or count returned the same way would require grad and get one)."
-            if not any(marked)
-            else "forward marked the values as non-differentiable: mark only the indices.",
-            weight,
-        )
-    return Item(
-        name,
-        True,
-        "the indices are marked non-differentiable (requires_grad False), the values require grad",
-        weight,
+    if marked == [False, True]:
+        return None
+    if any(marked):
+        return "forward marked the values as non-differentiable: mark only the indices."
+    return (
+        "forward did not mark the indices with ctx.mark_non_differentiable(indices): int64 indices "
+        "never require grad, so nothing fails today, but autograd is not told that this output has "
+        "no gradient (a float mask or count returned the same way would require grad and get one)."
     )
 
 
-def _dirty_item(record: Record) -> Item:
-    name, weight = "InplaceReLU: in place, marked dirty", 0.5
-    error = step_error(record, "forward")
-    if error:
-        return Item(name, False, error, weight)
-    out = record["outputs"]
+def _dirty_problem(out: Record) -> str | None:
     if out.get("version_bumped") is not True:
-        return Item(
-            name,
-            False,
+        return (
             "the input was not modified in place (its version counter did not change): use clamp_ "
-            "or an indexed assignment on the input itself.",
-            weight,
+            "or an indexed assignment on the input itself."
         )
     if out.get("same_object") is not True:
-        return Item(
-            name,
-            False,
-            "the output is not the input object: call ctx.mark_dirty(x) and return x itself.",
-            weight,
-        )
-    return Item(name, True, "returns its input, modified in place (version counter bumped)", weight)
+        return "the output is not the input object: call ctx.mark_dirty(x) and return x itself."
+    return None
 
 
-def _materialize_item(record: Record) -> Item:
-    name, weight = "SquareAndCube: None for an unused output", 0.5
-    error = step_error(record, "forward", "autograd")
-    if error:
-        return Item(name, False, error, weight)
-    received = record["outputs"].get("grads_none_square_only")
+def _materialize_problem(out: Record) -> str | None:
+    received = out.get("grads_none_square_only")
     if received == [False, True]:
-        return Item(
-            name,
-            True,
-            "with only the square used, backward received None for the cube's gradient, not zeros",
-            weight,
-        )
+        return None
     if received == [False, False]:
-        return Item(
-            name,
-            False,
+        return (
             "with only the square used, backward received a tensor of zeros for the cube's gradient: "
             "autograd materializes it unless forward calls ctx.set_materialize_grads(False), and then "
-            "backward multiplies by zeros for nothing.",
-            weight,
+            "backward multiplies by zeros for nothing."
         )
-    return Item(
-        name,
-        False,
-        f"backward received {received} (None or not, per output); expected [False, True].",
-        weight,
-    )
+    return f"backward received {received} (None or not, per output); expected [False, True]."
 
 
 # --------------------------------------------------------------------------------------------
