@@ -41,9 +41,9 @@ def _grade(args: argparse.Namespace) -> int:
 
     unreachable: tuple[type[Exception], ...] = ()
     if args.scheduler:
-        from autograder.engine.distributed import SchedulerUnreachable
+        from autograder.engine.distributed import ClusterUnavailable
 
-        unreachable = (SchedulerUnreachable,)
+        unreachable = (ClusterUnavailable,)
 
     limits = limits_from(args)
     use_jail = False if args.no_jail else None

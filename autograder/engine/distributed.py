@@ -13,6 +13,7 @@ sends back the events, the executed notebook and the timing.
   another worker, at most ``distributed.scheduler.allowed-failures`` times (Dask's default is 3, set
   on the scheduler); past that the submission fails with that reason (:class:`WorkerDied`), and only
   that one.
+- No worker at the start: the run waits for one, at most :data:`WORKERLESS_SECONDS`, saying so.
 - A lost scheduler, or a cluster left with no worker for :data:`WORKERLESS_SECONDS`:
   :class:`~autograder.engine.grade.ExecutorLost`: the run stops with that reason, what was graded is
   stored, and a re-run grades only what is missing.
@@ -24,6 +25,8 @@ Nothing imports this module unless a scheduler is given: grading on one machine 
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 import uuid
@@ -39,8 +42,8 @@ POLL_SECONDS = 5.0
 WORKERLESS_SECONDS = 600.0
 
 
-class SchedulerUnreachable(RuntimeError):
-    """The scheduler cannot be reached when the run starts: nothing is graded."""
+class ClusterUnavailable(RuntimeError):
+    """The scheduler cannot be reached when the run starts, or no worker joins it: nothing is graded."""
 
 
 class WorkerDied(RuntimeError):
@@ -106,7 +109,16 @@ class DaskExecutor:
         try:
             self.client = Client(address, timeout=connect_seconds, set_as_default=False)
         except (OSError, TimeoutError) as exc:
-            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+            raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+        if not self.client.nthreads():
+            sys.stderr.write(f"Waiting for a worker to join the Dask cluster at {address}...\n")
+            try:
+                self.client.wait_for_workers(1, timeout=WORKERLESS_SECONDS)
+            except TimeoutError:
+                self.client.close()
+                raise ClusterUnavailable(
+                    f"no worker joined the Dask cluster at {address} in {WORKERLESS_SECONDS:g} s"
+                ) from None
         self.plugin = f"autograder-runner-{uuid.uuid4().hex[:12]}"
         self.client.register_plugin(RunnerPlugin(zygote), name=self.plugin)
         self.killed = threading.Event()
@@ -192,6 +204,9 @@ class DaskExecutor:
                 self.kill()
             if self.client.status == "running":
                 self.client.unregister_worker_plugin(self.plugin)
+            else:
+                # the client's attempts to reconnect end in tracebacks of its own: the run said why
+                logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         except Exception:  # noqa: BLE001, S110 - a lost scheduler: its workers end their runners
             pass
         finally:

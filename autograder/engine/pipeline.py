@@ -117,7 +117,7 @@ def grade_class(
 
     Raises :class:`~autograder.engine.gradebook.GradebookError`,
     :class:`~autograder.engine.roster.RosterError` or (with a scheduler that cannot be reached)
-    :class:`~autograder.engine.distributed.SchedulerUnreachable` before grading anything.
+    :class:`~autograder.engine.distributed.ClusterUnavailable` before grading anything.
     """
     if db_url is None:
         root.mkdir(parents=True, exist_ok=True)
