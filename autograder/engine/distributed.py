@@ -25,6 +25,8 @@ Nothing imports this module unless a scheduler is given: grading on one machine 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import sys
 import threading
@@ -34,7 +36,7 @@ import uuid
 from distributed import CancelledError, Client, KilledWorker, TimeoutError, WorkerPlugin, get_worker
 
 from autograder.engine import jail
-from autograder.engine.grade import Executed, ExecutorLost, LocalExecutor, Work
+from autograder.engine.grade import GRADING_CODE, Executed, ExecutorLost, LocalExecutor, Work, _code_files
 
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0
@@ -74,9 +76,25 @@ class RunnerPlugin(WorkerPlugin):
             self.executor.kill()
 
 
-def run_on_worker(plugin: str, work: Work) -> Executed:
+@functools.cache
+def checks_version() -> str:
+    """A hash of the checks' code as installed here: a worker grading with other checks than the grader
+    would give other scores than the grader records and than a local run."""
+    digest = hashlib.sha256()
+    for module in GRADING_CODE:
+        for name, f in _code_files(module):
+            digest.update(f"{module}/{name}".encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
+
+
+def run_on_worker(plugin: str, work: Work, checks: str) -> Executed:
     """The Dask task: run one prepared notebook on this worker's runner."""
     worker = get_worker()
+    if checks != checks_version():
+        raise RuntimeError(
+            f"the Dask worker {worker.address} has other checks than the grading machine: install the "
+            "same version of this repository on every worker"
+        )
     runner = worker.plugins.get(plugin)
     if not isinstance(runner, RunnerPlugin) or runner.executor is None:
         raise RuntimeError(f"the Dask worker {worker.address} has no runner for this grading run")
@@ -136,9 +154,8 @@ class DaskExecutor:
             raise RuntimeError("the grading run was cancelled")
         if self.client.status != "running":
             raise ExecutorLost(f"the connection to the Dask scheduler at {self.address} was lost")
-        future = self.client.submit(
-            run_on_worker, self.plugin, work, key=f"grade-{work.name}-{uuid.uuid4().hex[:8]}", pure=False
-        )
+        key = f"grade-{work.name}-{uuid.uuid4().hex[:8]}"
+        future = self.client.submit(run_on_worker, self.plugin, work, checks_version(), key=key, pure=False)
         with self._lock:
             self._futures.add(future)
         try:
