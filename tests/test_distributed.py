@@ -33,9 +33,25 @@ LOOP = "while True:\n    pass\n"
 #: How many times the scheduler runs a notebook again after its worker died (Dask's default is 3).
 ALLOWED_FAILURES = 1
 
-pytestmark = pytest.mark.skipif(
+needs_jail = pytest.mark.skipif(
     not jail_available(), reason="the workers jail their kernels: root with mount namespaces is needed"
 )
+
+
+def test_the_local_path_never_imports_dask() -> None:
+    """What ``grade`` imports without --scheduler (the grading run itself is checked by LOCAL_RUN below)."""
+    code = (
+        "import sys\n"
+        "from autograder.__main__ import build_parser\n"
+        "import autograder.engine.pipeline, autograder.engine.grade\n"
+        "build_parser().parse_args(['grade', 'all', 'inbox'])\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "[]"
+    with_dask = code.replace("import autograder.engine.pipeline", "import autograder.engine.distributed")
+    ran = subprocess.run([sys.executable, "-c", with_dask], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "['dask', 'distributed']", "the check above would prove nothing"
 
 
 def _free_port() -> int:
@@ -168,6 +184,7 @@ assert not imported, f"the local path imported {imported}"
 """
 
 
+@needs_jail
 def test_the_cluster_grades_as_the_local_executor_does(cluster, tmp_path: Path) -> None:
     address, _ = cluster
     inbox, on_dask, local = tmp_path / "inbox", tmp_path / "dask", tmp_path / "local"
@@ -224,6 +241,7 @@ def _kill_worker_running(client, student: str, deadline: float) -> str:
     return worker
 
 
+@needs_jail
 def test_a_worker_killed_mid_notebook_costs_that_notebook_only(cluster, tmp_path: Path) -> None:
     """The sleeper's worker is killed; the scheduler runs it again elsewhere, whose worker is killed too:
     past the scheduler's allowed failures it fails with the reason, the others are graded, and nothing

@@ -139,8 +139,6 @@ def grade_class(
         }
         for name in wanted
     }
-    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    scratch = Path(tempfile.mkdtemp(prefix="intake-"))
     executor = None
     if scheduler:
         from autograder.engine.distributed import DaskExecutor
@@ -149,6 +147,8 @@ def grade_class(
         workers = workers or executor.slots()
         # The workers jail their kernels (a worker that cannot refuses, saying why) unless told not to.
         use_jail = True if use_jail is None else use_jail
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    scratch = Path(tempfile.mkdtemp(prefix="intake-"))
     grader = Grader(
         root,
         [by_name[n] for n in wanted],
