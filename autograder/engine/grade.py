@@ -6,7 +6,9 @@ For each submission the engine
    :mod:`autograder.engine.prepare`) in a fresh job folder holding only that notebook;
 2. runs it in a separate runner process (:mod:`autograder.engine.runner`) whose kernel is jailed
    (:mod:`autograder.engine.jail`), under per-cell, per-notebook, memory and output limits, and
-   kills the runner's whole process tree if it overruns its hard limit;
+   kills the runner's whole process tree if it overruns its hard limit: an :class:`Executor` does
+   this step, on this machine (:class:`LocalExecutor`) or on a Dask cluster's workers
+   (:mod:`autograder.engine.distributed`), and gives back the evidence; all else happens here;
 3. recomputes every graded cell's score from the evidence the cell recorded, in this process
    (:mod:`autograder.engine.verdicts`);
 4. stores the result (a JSON file per submission, keyed by the submission's hash and the course
