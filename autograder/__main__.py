@@ -39,6 +39,12 @@ def _grade(args: argparse.Namespace) -> int:
     from autograder.engine.pipeline import grade_class
     from autograder.engine.roster import RosterError
 
+    unreachable: tuple[type[Exception], ...] = ()
+    if args.scheduler:
+        from autograder.engine.distributed import ClusterUnavailable
+
+        unreachable = (ClusterUnavailable,)
+
     limits = limits_from(args)
     use_jail = False if args.no_jail else None
     try:
@@ -57,8 +63,9 @@ def _grade(args: argparse.Namespace) -> int:
             due=args.due,
             late_penalty=args.late_penalty,
             withhold_flagged=args.withhold_flagged,
+            scheduler=args.scheduler,
         )
-    except (GradebookError, RosterError) as exc:
+    except (GradebookError, RosterError, *unreachable) as exc:
         print(f"error: {exc}. Nothing was graded.", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -75,6 +82,8 @@ def _grade(args: argparse.Namespace) -> int:
     _print_files(result.files, args.course)
     for warning in result.warnings:
         print(f"\nWARNING: {warning}.", file=sys.stderr)
+    if result.lost:
+        return 4
     if result.interrupted:
         return 130
     if result.systemic:
@@ -171,7 +180,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("assignment", help="assignment name, e.g. 01_linear_layer, or 'all'")
     p.add_argument("submissions", type=Path, help="folder or .zip of submissions")
-    p.add_argument("--workers", type=int, default=None, help="notebooks graded at once (default: cores)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="notebooks graded at once (default: cores; with --scheduler, the cluster's worker threads)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the notebooks on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786); "
+        "scores, gradebook and outputs stay here",
+    )
     p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
     p.add_argument("--force", action="store_true", help="regrade submissions already graded")
     p.add_argument("--db-url", default=None, help="gradebook database URL (default: SQLite in the course)")

@@ -6,7 +6,9 @@ For each submission the engine
    :mod:`autograder.engine.prepare`) in a fresh job folder holding only that notebook;
 2. runs it in a separate runner process (:mod:`autograder.engine.runner`) whose kernel is jailed
    (:mod:`autograder.engine.jail`), under per-cell, per-notebook, memory and output limits, and
-   kills the runner's whole process tree if it overruns its hard limit;
+   kills the runner's whole process tree if it overruns its hard limit: an :class:`Executor` does
+   this step, on this machine (:class:`LocalExecutor`) or on a Dask cluster's workers
+   (:mod:`autograder.engine.distributed`), and gives back the evidence; all else happens here;
 3. recomputes every graded cell's score from the evidence the cell recorded, in this process
    (:mod:`autograder.engine.verdicts`);
 4. stores the result (a JSON file per submission, keyed by the submission's hash and the course
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import nbformat
 
@@ -154,9 +156,11 @@ class Grader:
         zygote: bool = True,
         seeds: dict[tuple[str, str], dict[str, int]] | None = None,
         withhold_flagged: bool = False,
+        executor: Executor | None = None,
     ) -> None:
         """``seeds`` (by student and assignment: the ``seeds`` of an earlier outcome) reproduce that
-        grading's inputs; every other submission gets fresh ones."""
+        grading's inputs; every other submission gets fresh ones. ``executor`` runs the notebooks
+        (default: a :class:`LocalExecutor`, runner processes on this machine)."""
         self.root = course_root
         self.seeds = seeds or {}
         self.withhold_flagged = withhold_flagged
@@ -164,37 +168,28 @@ class Grader:
         self.limits = limits or Limits()
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.jailed = jail.jail_available() if use_jail is None else use_jail
-        self.zygote = zygote
+        self.executor = executor or LocalExecutor(zygote=zygote)
         self.results = course_root / "autograder" / "results"
-        self.work = Path(tempfile.mkdtemp(prefix="grading-"))
         self._sources: dict[str, tuple[Any, Any]] = {}
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._runners: list[RunnerProcess] = []
-        self._font_caches: list[Path] | None = None
         self._versions: dict[str, str] = {}
         self.regrade_reasons: dict[tuple[str, str], str] = {}
         self.stopping = threading.Event()
         """Set by :meth:`cancel`: no new notebook starts."""
         self.cancelled = threading.Event()
         """Set by :meth:`cancel` with ``running=True``: running notebooks are killed and not stored."""
+        self.lost: str | None = None
+        """Why the executor could run nothing more (:class:`ExecutorLost`), when it could not."""
 
     def close(self) -> None:
-        """Stop the runner processes and remove the scratch folder."""
-        for runner in self._runners:
-            if self.cancelled.is_set():
-                runner.kill()
-            else:
-                runner.stop()
-        shutil.rmtree(self.work, ignore_errors=True)
+        """Stop the executor (its runners finish, or are killed after a cancel) and its scratch space."""
+        self.executor.close(kill=self.cancelled.is_set())
 
     def cancel(self, running: bool = False) -> None:
         """Start no new notebook; with ``running``, also kill the running ones (not stored)."""
         self.stopping.set()
         if running:
             self.cancelled.set()
-            for runner in list(self._runners):
-                runner.kill()
+            self.executor.kill()
 
     def version(self, assignment: str) -> str:
         """:func:`course_version` of an assignment, computed once per run."""
@@ -247,6 +242,11 @@ class Grader:
         digest = sha256(sub.path)
         try:
             outcome = self._grade(sub, digest)
+        except ExecutorLost as exc:
+            # Nothing can run any more (a lost scheduler): stop the run, store nothing for this one.
+            self.lost = self.lost or str(exc)
+            self.stopping.set()
+            return None
         except Exception as exc:  # noqa: BLE001 - one bad submission must not stop the class
             outcome = Outcome(
                 sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, self.max_score(sub)
@@ -286,75 +286,31 @@ class Grader:
         recorded = self.seeds.get((sub.student, sub.assignment))
         prepared, drawn = seeds.fresh(prepare(read_notebook(sub.path), source, release), recorded)
         kind = kernel_kind(source)
-        events, timing = self._execute(sub, prepared, kind)
-        self._hide_tests_in_executed(sub, release)
-        return self._outcome(sub, digest, prepared, events, timing, drawn, kind)
-
-    def _execute(self, sub: Submission, prepared: Prepared, kind: str) -> tuple[list[dict[str, Any]], dict]:
-        """Run the prepared notebook as a job of its own; return the runner's events (always ending in an
-        ``end`` event, the grader's own when the runner wrote none) and where the time went."""
-        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
-        try:
-            job_path = self._write_job(sub, prepared, job_dir, kind)
-            spawned = time.time()
-            killed, last_line = self._run(job_path)
-            exited = time.time()
-            events = read_events(Path(Job.read(job_path).events))
-        finally:
-            shutil.rmtree(job_dir, ignore_errors=True)
-            for leftover in self.work.glob(f"{job_dir.name}.*"):
-                leftover.unlink(missing_ok=True)
-        if not any(e.get("event") == "end" for e in events):
-            reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
-            events.append(end_event(Stop(reason, detail=last_line)))
-        return events, timing_breakdown(events, spawned, exited)
-
-    def _write_job(self, sub: Submission, prepared: Prepared, job_dir: Path, kind: str) -> Path:
-        """Write the notebook to run into its job folder, and the job (and jail) description beside it."""
-        self._seed_matplotlib_cache(job_dir / ".matplotlib")
-        # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
-        notebook = self.work / f"{job_dir.name}.ipynb"
-        nbformat.write(prepared.notebook, notebook)
-        job = Job(
-            notebook=str(notebook),
-            workdir=str(job_dir),
-            events=str(self.work / f"{job_dir.name}.events.jsonl"),
+        work = Work(
+            name=f"{sub.student}-{sub.assignment}",
+            notebook=nbformat.writes(prepared.notebook),
             grade_cells=[c.grade_id for c in prepared.grade_cells],
-            cell_seconds=self.limits.cell_seconds,
-            notebook_seconds=self.limits.notebook_seconds,
-            output_bytes=self.limits.output_bytes,
             kernel=kind,
-            executed=str(self._autograded_path(sub)),
+            limits=self.limits,
+            jailed=self.jailed,
         )
-        if self.jailed:
-            spec = jail.spec_for(
-                job_dir,
-                memory_bytes=self.limits.memory_bytes,
-                file_bytes=self.limits.file_bytes,
-                processes=self.limits.processes,
-                numpy_only=kind == "numpy",
-            )
-            spec_path = self.work / f"{job_dir.name}.jail.json"
-            spec_path.write_text(json.dumps(spec))
-            job.jail_prefix = jail.jail_command(spec_path)
-            job.jail_spec = str(spec_path)
-        self._autograded_path(sub).parent.mkdir(parents=True, exist_ok=True)
-        job_path = self.work / f"{job_dir.name}.job.json"
-        job.write(job_path)
-        return job_path
+        ran = self.executor.run(work)
+        self._write_executed(sub, ran.notebook, release)
+        return self._outcome(sub, digest, prepared, ran.events, ran.timing, drawn, kind)
 
-    def _hide_tests_in_executed(self, sub: Submission, release: Any) -> None:
-        """Put the student version's test cells into the executed notebook in ``autograded/``, which
-        formgrader shows and nbgrader's feedback renders: no hidden test source is left in it."""
-        path = self._autograded_path(sub)
-        if not path.exists():
+    def _write_executed(self, sub: Submission, executed: bytes | None, release: Any) -> None:
+        """Write the executed notebook into ``autograded/``, which formgrader shows and nbgrader's feedback
+        renders, with the student version's test cells in it: no hidden test source is left in it."""
+        if executed is None:
             return
         visible = {c.get("id"): c.source for c in release.cells if is_grade(c)}
-        executed = nbformat.read(path, as_version=4)
-        for cell in executed.cells:
+        notebook = nbformat.reads(executed.decode("utf-8"), as_version=4)
+        for cell in notebook.cells:
             if cell.get("id") in visible:
                 cell.source = visible[cell.get("id")]
-        nbformat.write(executed, path)
+        path = self._autograded_path(sub)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, path)
 
     def _outcome(
         self,
@@ -400,34 +356,9 @@ class Grader:
             flags=[f.describe() for f in flagged],
         )
 
-    def _seed_matplotlib_cache(self, folder: Path) -> None:
-        """Give the job's kernel a built font cache: a fresh one costs every notebook seconds to build."""
-        with self._lock:
-            if self._font_caches is None:
-                import matplotlib
-                import matplotlib.font_manager  # noqa: F401 - builds the cache if this user has none
-
-                self._font_caches = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
-        folder.mkdir(parents=True, exist_ok=True)
-        for cache in self._font_caches:
-            shutil.copyfile(cache, folder / cache.name)
-
     def _autograded_path(self, sub: Submission) -> Path:
         a = self.assignments[sub.assignment]
         return self.root / "autograded" / sub.student / a.name / a.notebook
-
-    def _run(self, job_path: Path) -> tuple[bool, str]:
-        """Run one job on this thread's runner; kill the runner's whole tree at the hard limit.
-
-        Returns whether it was killed, and the last line the runner logged while on this job.
-        """
-        runner = getattr(self._local, "runner", None)
-        if runner is None:
-            log = self.work / f"runner-{threading.get_ident()}.log"
-            runner = self._local.runner = RunnerProcess(log, zygote=self.zygote)
-            with self._lock:
-                self._runners.append(runner)
-        return runner.run(job_path, self.limits.notebook_seconds + 120)
 
     # -- a whole class --------------------------------------------------------------------------
 
@@ -480,6 +411,167 @@ class Grader:
             outcomes.append(outcome)
             if on_done:
                 on_done(outcome, False)
+
+
+@dataclass
+class Work:
+    """One notebook to run, as the grader hands it to an :class:`Executor`: everything the run needs, by
+    value (no path of the grader's machine), so that it may run on another machine."""
+
+    name: str
+    """Who and what it is (``student-assignment``), for logs."""
+    notebook: str
+    """The prepared notebook as JSON: the learner's answers and the course's tests, hidden ones included."""
+    grade_cells: list[str]
+    kernel: str
+    """``numpy`` or ``torch``: :func:`kernel_kind`."""
+    limits: Limits
+    jailed: bool
+
+
+@dataclass
+class Executed:
+    """What running a :class:`Work` gave back: the evidence to grade from, nothing graded yet."""
+
+    events: list[dict[str, Any]]
+    """The runner's events, always ending in an ``end`` event (the executor's own when the runner wrote
+    none)."""
+    notebook: bytes | None
+    """The executed notebook as the runner wrote it (the hidden tests still in it), or None."""
+    timing: dict[str, float]
+    """Where the time went: :func:`timing_breakdown`."""
+
+
+class ExecutorLost(RuntimeError):
+    """The executor can run nothing more (a lost Dask scheduler, say): the run stops, and the submission
+    it was running is not stored, so that a re-run grades it."""
+
+
+class Executor(Protocol):
+    """Runs prepared notebooks; the grader keeps everything else (preparing, seeds, scores, storing)."""
+
+    def run(self, work: Work) -> Executed:
+        """Run one notebook to its end, or to its first stop; raise :class:`ExecutorLost` when nothing
+        can run any more, and another error when this one notebook cannot be run."""
+        ...
+
+    def kill(self) -> None:
+        """Kill the running notebooks (a second Ctrl-C); their :meth:`run` returns or raises soon."""
+        ...
+
+    def close(self, kill: bool = False) -> None:
+        """Let the runners finish (or kill them) and remove the scratch space."""
+        ...
+
+
+class LocalExecutor:
+    """Runs each notebook on a runner process of this machine: one long-lived runner per calling thread
+    (so the grader's threads run as many notebooks at once), job files in one scratch folder.
+
+    A Dask worker runs its notebooks with one as well (:mod:`autograder.engine.distributed`)."""
+
+    def __init__(self, zygote: bool = True) -> None:
+        self.zygote = zygote
+        self.work = Path(tempfile.mkdtemp(prefix="grading-"))
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._runners: list[RunnerProcess] = []
+        self._font_caches: list[Path] | None = None
+
+    def run(self, work: Work) -> Executed:
+        """Run the notebook as a job of its own, in a fresh job folder, on this thread's runner."""
+        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
+        executed = self.work / f"{job_dir.name}.executed.ipynb"
+        try:
+            job_path = self._write_job(work, job_dir, executed)
+            spawned = time.time()
+            killed, last_line = self._run(job_path, work.limits.notebook_seconds + 120)
+            exited = time.time()
+            events = read_events(Path(Job.read(job_path).events))
+            notebook = executed.read_bytes() if executed.exists() else None
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            for leftover in self.work.glob(f"{job_dir.name}.*"):
+                leftover.unlink(missing_ok=True)
+        if not any(e.get("event") == "end" for e in events):
+            reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
+            events.append(end_event(Stop(reason, detail=last_line)))
+        return Executed(events, notebook, timing_breakdown(events, spawned, exited))
+
+    def _write_job(self, work: Work, job_dir: Path, executed: Path) -> Path:
+        """Write the notebook to run beside its job folder, and the job (and jail) description."""
+        self._seed_matplotlib_cache(job_dir / ".matplotlib")
+        # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
+        notebook = self.work / f"{job_dir.name}.ipynb"
+        notebook.write_text(work.notebook, encoding="utf-8")
+        limits = work.limits
+        job = Job(
+            notebook=str(notebook),
+            workdir=str(job_dir),
+            events=str(self.work / f"{job_dir.name}.events.jsonl"),
+            grade_cells=list(work.grade_cells),
+            cell_seconds=limits.cell_seconds,
+            notebook_seconds=limits.notebook_seconds,
+            output_bytes=limits.output_bytes,
+            kernel=work.kernel,
+            executed=str(executed),
+        )
+        if work.jailed:
+            spec = jail.spec_for(
+                job_dir,
+                memory_bytes=limits.memory_bytes,
+                file_bytes=limits.file_bytes,
+                processes=limits.processes,
+                numpy_only=work.kernel == "numpy",
+            )
+            spec_path = self.work / f"{job_dir.name}.jail.json"
+            spec_path.write_text(json.dumps(spec))
+            job.jail_prefix = jail.jail_command(spec_path)
+            job.jail_spec = str(spec_path)
+        job_path = self.work / f"{job_dir.name}.job.json"
+        job.write(job_path)
+        return job_path
+
+    def _seed_matplotlib_cache(self, folder: Path) -> None:
+        """Give the job's kernel a built font cache: a fresh one costs every notebook seconds to build."""
+        with self._lock:
+            if self._font_caches is None:
+                import matplotlib
+                import matplotlib.font_manager  # noqa: F401 - builds the cache if this user has none
+
+                self._font_caches = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+        folder.mkdir(parents=True, exist_ok=True)
+        for cache in self._font_caches:
+            shutil.copyfile(cache, folder / cache.name)
+
+    def _run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
+        """Run one job on this thread's runner; kill the runner's whole tree at the hard limit.
+
+        Returns whether it was killed, and the last line the runner logged while on this job.
+        """
+        runner = getattr(self._local, "runner", None)
+        if runner is None:
+            log = self.work / f"runner-{threading.get_ident()}.log"
+            runner = self._local.runner = RunnerProcess(log, zygote=self.zygote)
+            with self._lock:
+                self._runners.append(runner)
+        return runner.run(job_path, hard_limit)
+
+    def kill(self) -> None:
+        """Kill every runner (and its kernel): the jobs they ran end as killed."""
+        with self._lock:
+            runners = list(self._runners)
+        for runner in runners:
+            runner.kill()
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the runner processes (or kill them) and remove the scratch folder."""
+        for runner in self._runners:
+            if kill:
+                runner.kill()
+            else:
+                runner.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 class RunnerProcess:

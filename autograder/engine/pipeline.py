@@ -53,6 +53,9 @@ class ClassResult:
     systemic: str | None = None
     """The sentence saying most of the run failed the same way, or None."""
     gradebook_error: str | None = None
+    lost: str | None = None
+    """Why the run stopped before its end when the executor could run nothing more (a lost Dask
+    scheduler), or None; the run is then also :attr:`interrupted`."""
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -102,12 +105,19 @@ def grade_class(
     due: str | None = None,
     late_penalty: str = "none",
     withhold_flagged: bool = False,
+    scheduler: str | None = None,
+    seeds: dict[tuple[str, str], dict[str, int]] | None = None,
 ) -> ClassResult:
     """Grade every submission in ``inputs`` for one assignment (or ``all``); write every output.
 
-    Raises :class:`~autograder.engine.gradebook.GradebookError` or
-    :class:`~autograder.engine.roster.RosterError` before grading anything when the gradebook or the
-    roster cannot be used.
+    With ``scheduler`` (a Dask scheduler's address) the notebooks run on that cluster's workers
+    (:mod:`autograder.engine.distributed`; ``workers`` is then how many are in flight at once, by
+    default the cluster's worker threads); everything else stays here. ``seeds`` reproduce an earlier
+    grading's inputs (see :class:`~autograder.engine.grade.Grader`).
+
+    Raises :class:`~autograder.engine.gradebook.GradebookError`,
+    :class:`~autograder.engine.roster.RosterError` or (with a scheduler that cannot be reached)
+    :class:`~autograder.engine.distributed.ClusterUnavailable` before grading anything.
     """
     if db_url is None:
         root.mkdir(parents=True, exist_ok=True)
@@ -129,10 +139,25 @@ def grade_class(
         }
         for name in wanted
     }
+    executor = None
+    if scheduler:
+        from autograder.engine.distributed import DaskExecutor
+
+        executor = DaskExecutor(scheduler)
+        workers = workers or executor.slots()
+        # The workers jail their kernels (a worker that cannot refuses, saying why) unless told not to.
+        use_jail = True if use_jail is None else use_jail
     started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     scratch = Path(tempfile.mkdtemp(prefix="intake-"))
     grader = Grader(
-        root, [by_name[n] for n in wanted], limits, workers, use_jail, withhold_flagged=withhold_flagged
+        root,
+        [by_name[n] for n in wanted],
+        limits,
+        workers,
+        use_jail,
+        seeds=seeds,
+        withhold_flagged=withhold_flagged,
+        executor=executor,
     )
     result = ClassResult([], [], 0, Path(), Path())
     try:
@@ -152,6 +177,7 @@ def grade_class(
         result = ClassResult(
             outcomes, rejected, n_inputs, Path(), Path(), interrupted=grader.stopping.is_set()
         )
+        result.lost = grader.lost
         seen = {id(o) for o in skipped}
         fresh = [o for o in outcomes if id(o) not in seen]
         result.systemic = outputs.systemic_failure(fresh)
@@ -198,8 +224,9 @@ def _finish(result, root, db, out, by_name, inputs, assignment, started, skipped
     graded_now = len([o for o in result.outcomes if id(o) not in seen]) if not result.systemic else 0
     not_graded = len(submissions) - graded_now - len(skipped)
     if result.interrupted:
+        why = f"the run stopped ({result.lost})" if result.lost else "the run was interrupted"
         warnings.append(
-            f"the run was interrupted: {not_graded} submissions were not graded. Run the same command "
+            f"{why}: {not_graded} submissions were not graded. Run the same command "
             "again to grade them (what was graded is kept and not graded twice)"
         )
     outputs.record_run(

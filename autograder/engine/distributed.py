@@ -1,0 +1,230 @@
+"""Grading on a Dask cluster (``grade ... --scheduler ADDRESS``): the same jobs, run by Dask workers.
+
+The grader stays the client and keeps everything trusted: it prepares every notebook, draws its
+seeds, grades from the evidence, stores the outcomes and alone writes the autograded notebooks, the
+gradebook and the outputs, exactly as on one machine. Only running a prepared notebook moves:
+:class:`DaskExecutor` sends it by value (workers need not share a file system with the client) to a
+worker, where the :class:`RunnerPlugin` of this run keeps a
+:class:`~autograder.engine.grade.LocalExecutor` per worker process: long-lived runner processes with
+their zygotes, a scratch folder of the worker's own, every kernel jailed as it is locally. The worker
+sends back the events, the executed notebook and the timing.
+
+- A worker that dies mid-job (its node lost, the process killed): the scheduler runs the job again on
+  another worker, at most ``distributed.scheduler.allowed-failures`` times (Dask's default is 3, set
+  on the scheduler); past that the submission fails with that reason (:class:`WorkerDied`), and only
+  that one.
+- No worker at the start: the run waits for one, at most :data:`WORKERLESS_SECONDS`, saying so.
+- A lost scheduler, or a cluster left with no worker for :data:`WORKERLESS_SECONDS`:
+  :class:`~autograder.engine.grade.ExecutorLost`: the run stops with that reason, what was graded is
+  stored, and a re-run grades only what is missing.
+- Ctrl-C: no new notebook is submitted and the running ones finish; a second Ctrl-C (:meth:`kill`)
+  kills this run's runners on every worker.
+
+Nothing imports this module unless a scheduler is given: grading on one machine never pays for Dask.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import sys
+import threading
+import time
+import uuid
+
+from distributed import CancelledError, Client, KilledWorker, TimeoutError, WorkerPlugin, get_worker
+
+from autograder.engine import jail
+from autograder.engine.grade import GRADING_CODE, Executed, ExecutorLost, LocalExecutor, Work, _code_files
+
+#: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
+POLL_SECONDS = 5.0
+#: A cluster with no worker for this long stops the run (a job queue that never starts workers).
+WORKERLESS_SECONDS = 600.0
+
+
+class ClusterUnavailable(RuntimeError):
+    """The scheduler cannot be reached when the run starts, or no worker joins it: nothing is graded."""
+
+
+class WorkerDied(RuntimeError):
+    """The workers that ran a notebook died, as many times as the scheduler allows."""
+
+
+class RunnerPlugin(WorkerPlugin):
+    """On each worker process, this run's :class:`LocalExecutor`: runners started on first use, one per
+    worker thread, each with its zygotes; removed (runners stopped, scratch folder deleted) when the
+    client unregisters the plugin or the worker closes."""
+
+    def __init__(self, zygote: bool = True) -> None:
+        self.zygote = zygote
+        self.executor: LocalExecutor | None = None
+        self.killed = False
+
+    def setup(self, worker) -> None:  # noqa: ANN001 - a distributed.Worker
+        self.executor = LocalExecutor(zygote=self.zygote)
+
+    def teardown(self, worker) -> None:  # noqa: ANN001
+        if self.executor is not None:
+            self.executor.close(kill=self.killed)
+
+    def kill(self) -> None:
+        """Kill the running notebooks and refuse the ones that would start after (a second Ctrl-C)."""
+        self.killed = True
+        if self.executor is not None:
+            self.executor.kill()
+
+
+@functools.cache
+def checks_version() -> str:
+    """A hash of the checks' code as installed here: a worker grading with other checks than the grader
+    would give other scores than the grader records and than a local run."""
+    digest = hashlib.sha256()
+    for module in GRADING_CODE:
+        for name, f in _code_files(module):
+            digest.update(f"{module}/{name}".encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
+
+
+def run_on_worker(plugin: str, work: Work, checks: str) -> Executed:
+    """The Dask task: run one prepared notebook on this worker's runner."""
+    worker = get_worker()
+    if checks != checks_version():
+        raise RuntimeError(
+            f"the Dask worker {worker.address} has other checks than the grading machine: install the "
+            "same version of this repository on every worker"
+        )
+    runner = worker.plugins.get(plugin)
+    if not isinstance(runner, RunnerPlugin) or runner.executor is None:
+        raise RuntimeError(f"the Dask worker {worker.address} has no runner for this grading run")
+    if runner.killed:
+        raise RuntimeError("the grading run was cancelled")
+    if work.jailed and not jail.jail_available():
+        raise RuntimeError(
+            f"the Dask worker {worker.address} cannot jail kernels: a worker must run as root, with "
+            "unshare and setpriv working (or grade with --no-jail, not recommended)"
+        )
+    return runner.executor.run(work)
+
+
+def kill_runners(plugin: str, dask_worker=None) -> None:  # noqa: ANN001 - client.run passes the worker
+    """Kill this run's runners on one worker (run there by :meth:`DaskExecutor.kill`)."""
+    runner = (dask_worker or get_worker()).plugins.get(plugin)
+    if isinstance(runner, RunnerPlugin):
+        runner.kill()
+
+
+class DaskExecutor:
+    """Runs the grader's notebooks on the Dask cluster whose scheduler is at ``address``.
+
+    Each grader thread has one notebook in flight at a time (submitted with ``pure=False``): the
+    grader's ``workers`` bounds what the scheduler holds, never a whole class's notebooks at once.
+    """
+
+    def __init__(self, address: str, zygote: bool = True, connect_seconds: float = 30.0) -> None:
+        self.address = address
+        try:
+            self.client = Client(address, timeout=connect_seconds, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+        if not self.client.nthreads():
+            sys.stderr.write(f"Waiting for a worker to join the Dask cluster at {address}...\n")
+            try:
+                self.client.wait_for_workers(1, timeout=WORKERLESS_SECONDS)
+            except TimeoutError:
+                self.client.close()
+                raise ClusterUnavailable(
+                    f"no worker joined the Dask cluster at {address} in {WORKERLESS_SECONDS:g} s"
+                ) from None
+        self.plugin = f"autograder-runner-{uuid.uuid4().hex[:12]}"
+        self.client.register_plugin(RunnerPlugin(zygote), name=self.plugin)
+        self.killed = threading.Event()
+        self._lock = threading.Lock()
+        self._futures: set = set()
+        self._workerless_since: float | None = None
+
+    def slots(self) -> int:
+        """How many notebooks the cluster runs at once now: its workers' threads (at least 1)."""
+        return max(1, sum(self.client.nthreads().values()))
+
+    def run(self, work: Work) -> Executed:
+        """Submit the notebook and wait for what its worker sends back."""
+        if self.killed.is_set():
+            raise RuntimeError("the grading run was cancelled")
+        if self.client.status != "running":
+            raise ExecutorLost(f"the connection to the Dask scheduler at {self.address} was lost")
+        key = f"grade-{work.name}-{uuid.uuid4().hex[:8]}"
+        future = self.client.submit(run_on_worker, self.plugin, work, checks_version(), key=key, pure=False)
+        with self._lock:
+            self._futures.add(future)
+        try:
+            return self._wait(future)
+        finally:
+            with self._lock:
+                self._futures.discard(future)
+            future.release()
+
+    def _wait(self, future) -> Executed:  # noqa: ANN001 - a distributed.Future
+        while True:
+            try:
+                return future.result(timeout=POLL_SECONDS)
+            except KilledWorker as exc:
+                raise WorkerDied(
+                    f"the Dask workers that ran it died {exc.allowed_failures + 1} times (the last: "
+                    f"{exc.last_worker.address}); the scheduler's allowed-failures is {exc.allowed_failures}"
+                ) from None
+            except CancelledError:
+                if self.killed.is_set():
+                    raise RuntimeError("the grading run was cancelled") from None
+                raise ExecutorLost(
+                    f"the connection to the Dask scheduler at {self.address} was lost"
+                ) from None
+            except TimeoutError:
+                pass
+            self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        """Raise :class:`ExecutorLost` when the scheduler is gone or has had no worker for too long."""
+        lost = ExecutorLost(f"the connection to the Dask scheduler at {self.address} was lost")
+        if self.client.status != "running":
+            raise lost
+        try:
+            workers = len(self.client.nthreads())
+        except (OSError, TimeoutError, CancelledError):
+            raise lost from None
+        now = time.monotonic()
+        if workers:
+            self._workerless_since = None
+        elif self._workerless_since is None:
+            self._workerless_since = now
+        elif now - self._workerless_since > WORKERLESS_SECONDS:
+            raise ExecutorLost(
+                f"the Dask cluster at {self.address} has had no worker for {WORKERLESS_SECONDS:g} s"
+            )
+
+    def kill(self) -> None:
+        """Cancel the notebooks not started yet and kill the running ones, on every worker."""
+        self.killed.set()
+        with self._lock:
+            futures = list(self._futures)
+        try:
+            self.client.cancel(futures)
+            self.client.run(kill_runners, self.plugin)
+        except Exception:  # noqa: BLE001, S110 - a lost cluster has nothing left to kill
+            pass
+
+    def close(self, kill: bool = False) -> None:
+        """Remove this run's runners from every worker (their scratch folders with them), disconnect."""
+        try:
+            if kill:
+                self.kill()
+            if self.client.status == "running":
+                self.client.unregister_worker_plugin(self.plugin)
+            else:
+                # the client's attempts to reconnect end in tracebacks of its own: the run said why
+                logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+        except Exception:  # noqa: BLE001, S110 - a lost scheduler: its workers end their runners
+            pass
+        finally:
+            self.client.close(timeout=10)

@@ -1,0 +1,291 @@
+"""Grading on a real Dask cluster: a scheduler and two workers started as processes of their own, the way
+a deployment starts them, the class graded through the command line with ``--scheduler``.
+
+The scores must be the local executor's (same seeds, the nbgrader gradebook compared cell by cell), the
+local path must never import Dask, and a worker killed in the middle of a notebook must cost that
+notebook a bounded retry and then a stated failure, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import SOLUTIONS
+from autograder.demo import STUDENTS, solved
+from autograder.engine.jail import jail_available
+from autograder.engine.outputs import load_runs
+from autograder.engine.pipeline import ensure_course
+
+ASSIGNMENT = "01_linear_layer"
+NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+LOOP = "while True:\n    pass\n"
+#: How many times the scheduler runs a notebook again after its worker died (Dask's default is 3).
+ALLOWED_FAILURES = 1
+
+needs_jail = pytest.mark.skipif(
+    not jail_available(), reason="the workers jail their kernels: root with mount namespaces is needed"
+)
+
+
+def test_the_local_path_never_imports_dask() -> None:
+    """What ``grade`` imports without --scheduler (the grading run itself is checked by LOCAL_RUN below)."""
+    code = (
+        "import sys\n"
+        "from autograder.__main__ import build_parser\n"
+        "import autograder.engine.pipeline, autograder.engine.grade\n"
+        "build_parser().parse_args(['grade', 'all', 'inbox'])\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "[]"
+    with_dask = code.replace("import autograder.engine.pipeline", "import autograder.engine.distributed")
+    ran = subprocess.run([sys.executable, "-c", with_dask], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "['dask', 'distributed']", "the check above would prove nothing"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "dask", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """End a process and everything in its session: politely, then not."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A scheduler and two single-threaded workers (each a nanny and its worker process)."""
+    from distributed import Client
+
+    folder = tmp_path_factory.mktemp("cluster")
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    procs = [
+        _start(
+            ["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+            folder / "scheduler.log",
+            {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)},
+        )
+    ]
+    try:
+        for i in range(2):
+            procs.append(
+                _start(
+                    ["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard"]
+                    + ["--local-directory", str(folder / f"worker{i}")],
+                    folder / f"worker{i}.log",
+                )
+            )
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=90)
+            yield address, client
+    finally:
+        for proc in reversed(procs):
+            _end(proc)
+
+
+def _write_class(root: Path, inbox: Path, added: dict[str, str], others=("ada", "blake", "casey")) -> None:
+    """The course (notebook 01 only) in ``root`` and its class in ``inbox``: ``others`` as the demo has
+    them (solved, blank, with realistic mistakes), and solved notebooks with a cell of ``added`` code."""
+    ensure_course(root, SOLUTIONS, only=[ASSIGNMENT])
+    source = nbformat.read(root / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    release = nbformat.read(root / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    inbox.mkdir(parents=True)
+    notebooks = {name: STUDENTS[name](source, release) for name in others}
+    for name, code in added.items():
+        nb = solved(source, release)
+        cell = nbformat.v4.new_code_cell(code)
+        cell.id = f"added-by-{name}"
+        nb.cells.insert(len(nb.cells) // 2, cell)
+        notebooks[name] = nb
+    for name, nb in notebooks.items():
+        nbformat.write(nb, inbox / f"{name}_{NOTEBOOK}")
+
+
+def _grade_command(inbox: Path, root: Path, *options: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        ASSIGNMENT,
+        str(inbox),
+        "--course",
+        str(root),
+        *options,
+    ]
+
+
+def _results(root: Path) -> dict[str, dict]:
+    return {
+        p.stem: json.loads(p.read_text())
+        for p in (root / "autograder" / "results" / ASSIGNMENT).glob("*.json")
+    }
+
+
+def _cell_scores(root: Path) -> dict[tuple[str, str], float]:
+    """Every graded cell's score in the course's nbgrader gradebook, by student and cell."""
+    from nbgrader.api import Gradebook
+
+    scores = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for student in gb.students:
+            notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student.id)
+            for grade in notebook.grades:
+                scores[(student.id, grade.name)] = grade.score
+    return scores
+
+
+#: The local run with the Dask run's seeds, in a process that must never import Dask.
+LOCAL_RUN = """
+import json, sys
+from pathlib import Path
+from autograder.engine.grade import Limits
+from autograder.engine.pipeline import grade_class
+inbox, root, solutions, seeds = sys.argv[1:]
+seeds = {tuple(k.split("/")): v for k, v in json.loads(seeds).items()}
+result = grade_class(Path(inbox), "01_linear_layer", Path(root), Path(solutions), workers=2,
+                     limits=Limits(cell_seconds=3), progress=False, seeds=seeds)
+assert result.ok, result.warnings
+imported = sorted({m.split(".")[0] for m in sys.modules} & {"dask", "distributed"})
+assert not imported, f"the local path imported {imported}"
+"""
+
+
+@needs_jail
+def test_the_cluster_grades_as_the_local_executor_does(cluster, tmp_path: Path) -> None:
+    address, _ = cluster
+    inbox, on_dask, local = tmp_path / "inbox", tmp_path / "dask", tmp_path / "local"
+    _write_class(on_dask, inbox, {"loopy": LOOP})
+    ran = subprocess.run(
+        _grade_command(inbox, on_dask, "--scheduler", address, "--cell-timeout", "3"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    graded = _results(on_dask)
+    assert {s: (o["score"], o["status"], o["jailed"]) for s, o in graded.items()} == {
+        "ada": (13, "graded", True),
+        "blake": (0, "graded", True),
+        "casey": (graded["casey"]["score"], "graded", True),
+        "loopy": (13, "graded", True),
+    }
+    assert 0 < graded["casey"]["score"] < 13, "the mistakes should cost some points, not all"
+    assert any("interrupted" in e for e in graded["loopy"]["errors"]), graded["loopy"]["errors"]
+    # the client alone wrote the executed notebooks, with no hidden test in them
+    executed = (on_dask / "autograded" / "ada" / ASSIGNMENT / NOTEBOOK).read_text()
+    assert "HIDDEN TESTS" not in executed and "def linear_forward" in executed
+
+    seeds = {f"{s}/{ASSIGNMENT}": o["seeds"] for s, o in graded.items()}
+    ensure_course(local, SOLUTIONS, only=[ASSIGNMENT])
+    subprocess.run(
+        [sys.executable, "-c", LOCAL_RUN, str(inbox), str(local), str(SOLUTIONS), json.dumps(seeds)],
+        check=True,
+        timeout=240,
+    )
+    assert {s: o["seeds"] for s, o in _results(local).items()} == {s: o["seeds"] for s, o in graded.items()}
+    dask_scores, local_scores = _cell_scores(on_dask), _cell_scores(local)
+    assert len(dask_scores) == 4 * 4, dask_scores  # 4 students, 4 graded cells
+    assert dask_scores == local_scores
+
+
+def _processing(client, student: str) -> str | None:
+    """The worker running ``student``'s notebook now, or None."""
+    for worker, keys in client.processing().items():
+        if any(str(k).startswith(f"grade-{student}-") for k in keys):
+            return worker
+    return None
+
+
+def _kill_worker_running(client, student: str, deadline: float) -> str:
+    """SIGKILL the worker process (not its nanny) running ``student``'s notebook, once it is running."""
+    while (worker := _processing(client, student)) is None:
+        assert time.monotonic() < deadline, f"{student}'s notebook never started on a worker"
+        time.sleep(0.2)
+    time.sleep(4)  # into the notebook's sleep: its runner, zygote and kernel are up
+    pid = client.run(os.getpid, workers=[worker])[worker]
+    os.kill(pid, signal.SIGKILL)
+    return worker
+
+
+@needs_jail
+def test_a_worker_killed_mid_notebook_costs_that_notebook_only(cluster, tmp_path: Path) -> None:
+    """The sleeper's worker is killed; the scheduler runs it again elsewhere, whose worker is killed too:
+    past the scheduler's allowed failures it fails with the reason, the others are graded, and nothing
+    is left unaccounted for; a re-run grades only what is missing."""
+    address, client = cluster
+    inbox, root = tmp_path / "inbox", tmp_path / "course"
+    _write_class(root, inbox, {"sleeper": "import time\ntime.sleep(30)\n"}, others=("ada", "blake"))
+    grading = subprocess.Popen(
+        _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", "60"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        first = _kill_worker_running(client, "sleeper", deadline)
+        while _processing(client, "sleeper") in (None, first):
+            assert time.monotonic() < deadline, "the sleeper's notebook was not run again"
+            time.sleep(0.2)
+        _kill_worker_running(client, "sleeper", deadline)
+        out, err = grading.communicate(timeout=180)
+    finally:
+        if grading.poll() is None:
+            grading.kill()
+            grading.wait()
+    assert grading.returncode == 0, err[-3000:]
+    results = _results(root)
+    assert sorted(results) == ["ada", "blake", "sleeper"], "every submission has a result"
+    sleeper = results.pop("sleeper")
+    assert sleeper["status"] == "failed"
+    assert f"died {ALLOWED_FAILURES + 1} times" in sleeper["reason"], sleeper["reason"]
+    assert all(o["status"] == "graded" for o in results.values()), results
+    assert (results["ada"]["score"], results["blake"]["score"]) == (13, 0)
+
+    # The cluster is whole again (each nanny restarted its worker); a late submission comes in.
+    client.wait_for_workers(2, timeout=60)
+    shutil.copy(inbox / f"ada_{NOTEBOOK}", inbox / f"late_{NOTEBOOK}")
+    again = subprocess.run(
+        _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", "60"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    last = load_runs(root)[-1]
+    assert (last["counts"]["graded"], last["counts"]["skipped"]) == (1, 3), last
+    assert _results(root)["late"]["score"] == 13
