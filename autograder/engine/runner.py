@@ -45,6 +45,8 @@ class JailedKernelManager(AsyncKernelManager):
     jail_prefix: list[str] = []
     zygote: str | None = None
     jail_spec: str | None = None
+    pid_file: str | None = None
+    """Where the zygote's stand-in writes the forked kernel's process id."""
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         command = super().format_kernel_cmd(extra_arguments)
@@ -60,6 +62,7 @@ class JailedKernelManager(AsyncKernelManager):
                 "kernel",
                 self.zygote,
                 self.jail_spec or "-",
+                *([self.pid_file] if self.pid_file else []),
                 "--",
                 *kernel_args,
             ]
@@ -179,6 +182,33 @@ def kernel_process(km: AsyncKernelManager) -> Any:
     return getattr(getattr(km, "provisioner", None), "process", None)
 
 
+class KernelClock:
+    """The CPU time (user and system, in seconds) the kernel process has used, read from ``/proc``.
+
+    The runner reads it outside the kernel, so the learner's code cannot change what it says; it is
+    a measurement for the benchmarks, never part of a score. None when the kernel's process id is
+    not known (kernels started without the zygote) or ``/proc`` cannot be read.
+    """
+
+    def __init__(self, km: JailedKernelManager) -> None:
+        self.km = km
+        self.pid: int | None = None
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def seconds(self) -> float | None:
+        if self.pid is None and self.km.pid_file:
+            with contextlib.suppress(OSError, ValueError):
+                self.pid = int(Path(self.km.pid_file).read_text())
+        if self.pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        # utime, stime, and the same of its waited-for children (fields 14 to 17 of proc(5))
+        return sum(int(v) for v in fields[11:15]) / self.tick
+
+
 def _kernel_alive(km: AsyncKernelManager) -> bool:
     process = kernel_process(km)
     return process is not None and process.poll() is None
@@ -222,7 +252,13 @@ def _interrupted(client: LimitedClient) -> bool:
 
 
 def _execute(
-    client: LimitedClient, nb: Any, job: Job, graded: set[str], deadline: float, events: Events
+    client: LimitedClient,
+    nb: Any,
+    job: Job,
+    graded: set[str],
+    deadline: float,
+    events: Events,
+    clock: KernelClock | None = None,
 ) -> Stop | None:
     """Run the code cells in order until the end or the first stop; return the stop (None: no stop).
 
@@ -239,6 +275,7 @@ def _execute(
             return Stop(StopReason.NOTEBOOK_TIMEOUT, cell.get("id"))
         client.timeout = max(1, int(min(cell_timeout, remaining)))
         began = time.monotonic()
+        cpu_before = clock.seconds() if clock else None
         try:
             client.execute_cell(cell, index)
             status = "error" if any(o.get("output_type") == "error" for o in cell.outputs) else "ok"
@@ -255,7 +292,11 @@ def _execute(
         if status == "timeout" and client.timeout >= cell_timeout and _interrupted(client):
             status = "interrupted"
         seconds = time.monotonic() - began
-        events.write(_cell_event(cell, index, status, seconds, cell.get("id") in graded, hidden))
+        event = _cell_event(cell, index, status, seconds, cell.get("id") in graded, hidden)
+        cpu_after = clock.seconds() if clock else None
+        if cpu_before is not None and cpu_after is not None:
+            event["cpu"] = round(cpu_after - cpu_before, 3)
+        events.write(event)
         if status == "timeout":
             reason = StopReason.NOTEBOOK_TIMEOUT if client.timeout < cell_timeout else StopReason.CELL_TIMEOUT
             return Stop(reason, cell.get("id"), limit=client.timeout)
@@ -285,6 +326,8 @@ def run(job: Job) -> None:
     km.jail_prefix = list(job.jail_prefix)
     km.zygote = zygote_for(job.kernel)
     km.jail_spec = job.jail_spec
+    km.pid_file = os.path.join(os.path.dirname(workdir), os.path.basename(workdir) + ".kernel.pid")
+    clock = KernelClock(km)
     bound_messages(km, int(job.output_bytes) + MESSAGE_OVERHEAD)
     client = LimitedClient(
         nb,
@@ -307,10 +350,14 @@ def run(job: Job) -> None:
     try:
         with client.setup_kernel(cwd=workdir, cleanup_kc=True):
             process = kernel_process(km)
-            events.write({"event": "kernel", "seconds": round(time.monotonic() - start, 3)})
+            started = {"event": "kernel", "seconds": round(time.monotonic() - start, 3)}
+            cpu = clock.seconds()
+            if cpu is not None:
+                started["cpu"] = round(cpu, 3)
+            events.write(started)
             client.watch_disconnects()
             try:
-                stop = _execute(client, nb, job, graded, deadline, events)
+                stop = _execute(client, nb, job, graded, deadline, events, clock)
             finally:
                 client.stop_watching()
     except Exception as exc:  # noqa: BLE001 - a kernel that never starts must still end in a stated outcome
