@@ -178,10 +178,13 @@ def _child(request: dict, fds: list[int], lock: int | None) -> None:
         if lock is not None:
             os.close(lock)  # the manager holds the claim on the user id, not the learner
         os.setsid()
+        # A cold process seeds numpy's and PyTorch's global generators from the OS: so does each
+        # kernel, rather than all of them sharing the zygote's state (Python's random reseeds itself
+        # at fork). Before the jail, which may leave no /dev/urandom.
         if "numpy" in sys.modules:
-            # A cold process seeds numpy's global generator from the OS: so does each kernel, rather
-            # than all of them sharing the zygote's state (Python's random reseeds itself at fork).
             sys.modules["numpy"].random.seed()
+        if "torch" in sys.modules:
+            sys.modules["torch"].seed()
         for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
         for fd in fds:
@@ -297,11 +300,7 @@ def serve(path: str, kind: str = "torch") -> None:
         importlib.import_module(name)
     import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
 
-    if os.environ.get(WARM_ENV, "1") != "0":
-        warm_up(kind)
-    threads = len(os.listdir("/proc/self/task"))
-    if threads > 1:
-        print(f"zygote: {threads} threads after start-up; forking may be unsafe", file=sys.stderr, flush=True)
+    warm = os.environ.get(WARM_ENV, "1") != "0"
 
     _set_parent_death_signal()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # managers are reaped automatically
@@ -316,6 +315,18 @@ def serve(path: str, kind: str = "torch") -> None:
             server.close()
             _manage(conn)
         conn.close()
+        if warm:
+            # After the first kernel is forked (it starts cold, while this runs beside it), before the
+            # next: the run's first notebook does not wait for the warm-up.
+            warm = False
+            warm_up(kind)
+            threads = len(os.listdir("/proc/self/task"))
+            if threads > 1:
+                print(
+                    f"zygote: {threads} threads after its warm-up: forking may hang",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 # -- the stand-in -------------------------------------------------------------------------------
