@@ -279,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run one command; return its exit status."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     args = build_parser().parse_args(argv)
+    from autograder.engine import light
+
+    light.nbformat()  # before anything imports it: see autograder.engine.light
     try:
         return args.run(args)
     except CourseError as exc:

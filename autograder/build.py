@@ -16,12 +16,13 @@ twice gives identical bytes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
-import jupytext
 import nbformat
 from nbformat import NotebookNode
 
@@ -88,6 +89,8 @@ def _nbgrader_metadata(kind: str, grade_id: str, points: float | None) -> dict:
 
 def source_notebook(source: Path) -> NotebookNode:
     """Read a jupytext source and return the nbgrader source notebook, with fixed cell ids."""
+    import jupytext  # building only: grading reads the built notebooks, and jupytext costs ~2 s to import
+
     nb = jupytext.read(source, fmt="py:percent")
     seen: set[str] = set()
     for index, cell in enumerate(nb.cells):
@@ -133,6 +136,29 @@ def write_sources(root: Path = COURSE, solutions: Path = SOLUTIONS) -> list[Assi
     return course
 
 
+#: Where a course directory records what each source notebook was built from (outside ``source/``,
+#: whose assignment folders nbgrader releases whole).
+BUILT = Path("autograder") / "built-sources.json"
+
+
+def _built_from(source: Path) -> str:
+    """What a source notebook depends on: the ``.py`` source, this module's code, jupytext's version."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(source.read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(f"jupytext {version('jupytext')} nbformat {nbformat.__version__}".encode())
+    return digest.hexdigest()
+
+
+def _read_built(root: Path) -> dict:
+    try:
+        data = json.loads((root / BUILT).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def sync_sources(
     root: Path = COURSE, solutions: Path = SOLUTIONS, only: list[str] | None = None
 ) -> tuple[list[Assignment], list[str]]:
@@ -140,16 +166,32 @@ def sync_sources(
 
     An unchanged source is not rewritten, so a course directory with graded submissions is only
     regenerated where the course itself changed. ``only`` limits the work to those assignments.
+    A source notebook whose ``.py`` source, build code and the notebook's own bytes are those
+    recorded in ``<root>/autograder/built-sources.json`` is known unchanged without reading the
+    source (and so without importing jupytext: the grading commands never do).
     """
     found = [a for a in assignments(solutions) if only is None or a.name in only]
     if not found:
         raise BuildError(f"no sources found in {solutions}")
+    built = _read_built(root)
+    recorded = dict(built)
     changed = []
     for a in found:
         folder = root / "source" / a.name
-        text = nbformat.writes(source_notebook(a.source)) + "\n"
         target = folder / a.notebook
         release = root / "release" / a.name / a.notebook
+        key = _built_from(a.source)
+        known = built.get(a.name)
+        if (
+            isinstance(known, dict)
+            and known.get("from") == key
+            and target.exists()
+            and release.exists()
+            and known.get("notebook") == hashlib.sha256(target.read_bytes()).hexdigest()
+        ):
+            continue
+        text = nbformat.writes(source_notebook(a.source)) + "\n"
+        recorded[a.name] = {"from": key, "notebook": hashlib.sha256(text.encode()).hexdigest()}
         if target.exists() and target.read_text(encoding="utf-8") == text and release.exists():
             continue
         if folder.exists():
@@ -157,6 +199,11 @@ def sync_sources(
         folder.mkdir(parents=True)
         target.write_text(text, encoding="utf-8")
         changed.append(a.name)
+    if recorded != built:
+        (root / BUILT).parent.mkdir(parents=True, exist_ok=True)
+        tmp = (root / BUILT).with_suffix(".tmp")
+        tmp.write_text(json.dumps(recorded, indent=1, sort_keys=True))
+        tmp.replace(root / BUILT)
     return found, changed
 
 

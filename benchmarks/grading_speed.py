@@ -1,17 +1,31 @@
-"""Benchmark: the grading engine against plain serial ``nbgrader autograde`` on the same submissions.
+"""Benchmark: where grading stands, in one run on the same submissions of one assignment.
 
-    .venv/bin/python benchmarks/grading_speed.py [--submissions 8] [--workers 2] [--assignment NAME]
+    .venv/bin/python benchmarks/grading_speed.py [--submissions 10] [--workers 2] [--assignment NAME]
+                                                 [--skip-nbgrader] [--scheduler ADDRESS] [--scaling]
 
-Both grade the same honest submissions (reference answers, blank notebooks and half-done ones, in
-turn) of one assignment, each in a course directory of its own, in the same command. The script
-checks that both give every submission the same score, then prints the wall times, their ratio,
-and where the engine's time per notebook goes: the notebook's own cells (as the runner timed them)
-and the overhead beyond them (runner process, kernel start-up and shutdown, preparing, grading).
+Every row grades the same honest submissions (reference answers, blank notebooks and half-done
+ones, in turn; notebook 04 by default), each in a course directory of its own:
+
+* serial ``nbgrader autograde``, one submission after the other (the baseline);
+* the local engine with ``--workers`` workers (default 2);
+* the physical floor: the CPU time of the notebooks' own cells, tests included, summed over the
+  submissions and divided by the machine's cores. The runner reads each kernel's CPU time from
+  ``/proc`` around every cell (``cells_cpu`` in an outcome's timing), so it is the cells' own work
+  as the engine's kernels did it, with no start-up, shutdown or waiting in it;
+* the fixed cost per run: a run of one notebook minus the per-notebook time (the median time of a
+  notebook in the full run): checking the gradebook and the course, starting runners and zygotes,
+  the gradebook step and the outputs;
+* with ``--scheduler ADDRESS``, the Dask executor on that cluster, and with ``--scaling`` a table
+  for 1, 2 and 4 Dask workers on a local cluster: both only where ``grade_class`` takes a
+  ``scheduler`` (the Dask executor), and said otherwise.
+
+Every row must give every submission the same score; the script says so and exits 1 when not.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import shutil
 import statistics
@@ -21,11 +35,13 @@ import time
 import warnings
 from pathlib import Path
 
-import nbformat
+from autograder.engine import light
 
-from autograder.build import SOLUTIONS, ensure_tools_on_path, nbgrader_config
-from autograder.demo import solved
-from autograder.engine.pipeline import ensure_course, grade_class
+nbformat = light.nbformat()
+
+from autograder.build import SOLUTIONS, ensure_tools_on_path, nbgrader_config  # noqa: E402
+from autograder.demo import solved  # noqa: E402
+from autograder.engine.pipeline import ensure_course, grade_class  # noqa: E402
 
 
 def _half(source, release):
@@ -44,17 +60,29 @@ def make_submissions(root: Path, assignment: str, n: int) -> dict[str, object]:
     return {f"s{i:03d}": kinds[i % 3](source, release) for i in range(n)}
 
 
-def run_engine(root: Path, assignment: str, notebooks: dict, workers: int):
-    inbox = root.parent / "inbox"
-    inbox.mkdir()
+def takes_scheduler() -> bool:
+    """Whether this engine's ``grade_class`` can run on a Dask cluster."""
+    return "scheduler" in inspect.signature(grade_class).parameters
+
+
+def run_engine(
+    root: Path, assignment: str, notebooks: dict, workers: int, scheduler: str | None = None
+) -> tuple[float, list]:
+    """Grade ``notebooks`` with the engine in the course at ``root`` (locally, or on the Dask cluster
+    at ``scheduler``); return the wall time and the outcomes."""
+    inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=root.parent))
     for student, nb in notebooks.items():
         nbformat.write(nb, inbox / f"{student}_{assignment}.ipynb")
+    extra = {"scheduler": scheduler} if scheduler else {}
     start = time.perf_counter()
-    result = grade_class(inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False)
+    result = grade_class(
+        inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False, **extra
+    )
     return time.perf_counter() - start, result.outcomes
 
 
 def run_nbgrader(root: Path, assignment: str, notebooks: dict) -> tuple[float, dict[str, float]]:
+    """Serial ``nbgrader autograde`` of every notebook; the wall time and the gradebook's scores."""
     from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
     from sqlalchemy.exc import SAWarning
@@ -77,57 +105,116 @@ def run_nbgrader(root: Path, assignment: str, notebooks: dict) -> tuple[float, d
     return seconds, scores
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def dask_rows(work: Path, assignment: str, notebooks: dict, args) -> list[tuple[str, float, dict]]:
+    """The Dask executor's rows: on ``--scheduler``, and the ``--scaling`` table on local clusters."""
+    rows = []
+    if args.scheduler:
+        root = _course(work, "dask")
+        seconds, outcomes = run_engine(root, assignment, notebooks, args.workers, args.scheduler)
+        rows.append((f"Dask executor at {args.scheduler}", seconds, {o.student: o.score for o in outcomes}))
+    if args.scaling:
+        from dask.distributed import LocalCluster
+
+        for n in (1, 2, 4):
+            root = _course(work, f"dask-{n}")
+            with LocalCluster(n_workers=n, threads_per_worker=1, processes=True) as cluster:
+                seconds, outcomes = run_engine(root, assignment, notebooks, n, cluster.scheduler_address)
+            rows.append(
+                (f"Dask, local cluster of {n} workers", seconds, {o.student: o.score for o in outcomes})
+            )
+    return rows
+
+
+def _course(work: Path, name: str) -> Path:
+    root = work / name / "course"
+    ensure_course(root, SOLUTIONS)
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--submissions", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--assignment", default="01_linear_layer")
+    parser.add_argument("--submissions", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--assignment", default="04_custom_functions")
+    parser.add_argument(
+        "--skip-nbgrader", action="store_true", help="leave out serial nbgrader (the slow row)"
+    )
+    parser.add_argument("--scheduler", help="also grade on the Dask cluster at this address")
+    parser.add_argument(
+        "--scaling", action="store_true", help="also 1, 2 and 4 Dask workers on local clusters"
+    )
     args = parser.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = "1"
+    if (args.scheduler or args.scaling) and not takes_scheduler():
+        print("this engine has no Dask executor (grade_class takes no scheduler): Dask rows left out")
+        args.scheduler, args.scaling = None, False
 
     work = Path(tempfile.mkdtemp(prefix="bench-"))
+    rows: list[tuple[str, float, dict]] = []
     try:
-        engine_root, nbgrader_root = work / "engine" / "course", work / "nbgrader" / "course"
-        ensure_course(engine_root, SOLUTIONS)
-        ensure_course(nbgrader_root, SOLUTIONS)
+        engine_root = _course(work, "engine")
         notebooks = make_submissions(engine_root, args.assignment, args.submissions)
-
-        nb_seconds, nb_scores = run_nbgrader(nbgrader_root, args.assignment, notebooks)
+        if not args.skip_nbgrader:
+            nb_seconds, nb_scores = run_nbgrader(_course(work, "nbgrader"), args.assignment, notebooks)
+            rows.append(("serial nbgrader autograde", nb_seconds, nb_scores))
         engine_seconds, outcomes = run_engine(engine_root, args.assignment, notebooks, args.workers)
+        rows.append(
+            (f"local engine, {args.workers} workers", engine_seconds, {o.student: o.score for o in outcomes})
+        )
+        first = dict(list(notebooks.items())[:1])
+        one_seconds, one = run_engine(_course(work, "one"), args.assignment, first, args.workers)
+        rows += dask_rows(work, args.assignment, notebooks, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    engine_scores = {o.student: o.score for o in outcomes}
-    mismatches = {
-        s: (engine_scores.get(s), nb_scores[s]) for s in nb_scores if engine_scores.get(s) != nb_scores[s]
-    }
-    per_notebook = [o.seconds for o in outcomes]
-    own_code = [o.run_seconds for o in outcomes]
-    overhead = [o.seconds - o.run_seconds for o in outcomes]
-    n = len(notebooks)
+    n, ncores = len(notebooks), cores()
+    cpu = [o.timing.get("cells_cpu") for o in outcomes]
+    floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
+    per_notebook = statistics.median(o.seconds for o in outcomes)
     print(
-        f"{n} submissions of {args.assignment}; engine: {args.workers} workers, jailed: {outcomes[0].jailed}"
+        f"{n} submissions of {args.assignment}; this machine has {ncores} cores "
+        f"(os.cpu_count() {os.cpu_count()}); jailed: {outcomes[0].jailed}"
     )
-    print(f"serial nbgrader autograde: {nb_seconds:7.1f} s  ({nb_seconds / n:.1f} s per notebook)")
+    print(f"{'':36} {'wall s':>8} {'s/notebook':>11} {'vs nbgrader':>12} {'vs floor':>9}")
+    base = rows[0][1] if not args.skip_nbgrader else None
+    for label, seconds, _ in rows:
+        speed = f"{base / seconds:11.2f}x" if base else f"{'':>12}"
+        above = f"{seconds / floor:8.2f}x" if floor else f"{'':>9}"
+        print(f"{label:36} {seconds:8.1f} {seconds / n:11.2f} {speed} {above}")
+    if floor is not None:
+        print(f"{'physical floor (cells CPU / cores)':36} {floor:8.1f} {floor / n:11.2f}")
+    else:
+        print("physical floor: unknown (the runner could not read the kernels' CPU time)")
     print(
-        f"grading engine:            {engine_seconds:7.1f} s  ({engine_seconds / n:.1f} s per notebook, wall)"
+        f"fixed cost per run: {one_seconds - per_notebook:.2f} s (a run of 1 notebook {one_seconds:.2f} s, "
+        f"minus the per-notebook time {per_notebook:.2f} s)"
     )
-    print(f"speed-up (nbgrader / engine): {nb_seconds / engine_seconds:.2f}x")
-    print(
-        f"engine, per notebook (median): {statistics.median(per_notebook):.1f} s in all = "
-        f"{statistics.median(own_code):.1f} s of the notebook's own cells + "
-        f"{statistics.median(overhead):.1f} s overhead"
-    )
-    phases = ["runner_start", "kernel_start", "cells", "shutdown"]
+    phases = ["runner_start", "kernel_start", "cells", "cells_cpu", "shutdown"]
     medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in phases}
-    medians["prepare_and_grade"] = statistics.median(o.seconds - sum(o.timing.values()) for o in outcomes)
-    print(
-        "engine, median seconds per notebook by phase: "
-        + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
+    measured = ("runner_start", "kernel_start", "cells", "shutdown")
+    medians["prepare_and_grade"] = statistics.median(
+        o.seconds - sum(o.timing.get(p, 0.0) for p in measured) for o in outcomes
     )
-    print("scores: " + ("identical for every submission" if not mismatches else f"DIFFER: {mismatches}"))
+    print("engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items()))
+    reference = rows[0][2]
+    mismatches = {
+        label: {s: (scores.get(s), reference[s]) for s in reference if scores.get(s) != reference[s]}
+        for label, _, scores in rows[1:]
+    }
+    mismatches = {label: diff for label, diff in mismatches.items() if diff}
+    if len(one) != 1 or one[0].score != reference[one[0].student]:
+        mismatches["one-notebook run"] = {o.student: o.score for o in one}
+    print("scores: " + ("identical in every row" if not mismatches else f"DIFFER: {mismatches}"))
     return 1 if mismatches else 0
 
 

@@ -350,3 +350,56 @@ def test_a_due_date_is_stored_for_nbgrader(course) -> None:
     with Gradebook(db, COURSE_ID) as gb:
         assert gb.find_assignment(TINY).duedate == dt.datetime(2026, 10, 1)
         assert gb.find_submission(TINY, "canvas-105").total_seconds_late == pytest.approx(120600)
+
+
+def test_the_schema_version_is_the_one_nbgrader_asks_alembic_for() -> None:
+    from nbgrader.api import get_alembic_version
+
+    from autograder.build import ensure_tools_on_path
+    from autograder.engine.gradebook import schema_version
+
+    ensure_tools_on_path()
+    assert schema_version() == get_alembic_version()
+
+
+def test_a_class_is_written_in_one_transaction_all_or_nothing(course) -> None:
+    """One commit per class whatever its size, the same scores as before; and a class whose writing fails
+    half-way leaves the gradebook as it was."""
+    import copy
+    import dataclasses
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from autograder.build import assignments
+    from autograder.engine.gradebook import final_scores, record
+    from autograder.engine.roster import load_roster
+
+    root, db, canvas, _ = course
+    people = load_roster(root.parent / "roster.csv")
+    by_name = {a.name: a for a in assignments(FIXTURE)}
+    outcomes = [o for o in canvas.outcomes if o.status != "failed"]
+    assert len(outcomes) >= 4
+    before = final_scores(db)
+    commits: list[int] = []
+
+    def count(conn) -> None:
+        commits.append(1)
+
+    event.listen(Engine, "commit", count)
+    try:
+        record(db, outcomes[:1], by_name, people, "zero")
+        one = len(commits)
+        record(db, outcomes, by_name, people, "zero")
+        assert len(commits) - one == one
+    finally:
+        event.remove(Engine, "commit", count)
+    assert final_scores(db) == before
+
+    zeroed = dataclasses.replace(outcomes[0], cells=copy.deepcopy(outcomes[0].cells))
+    for cell in zeroed.cells:
+        cell["score"] = 0.0
+    broken = dataclasses.replace(outcomes[1], cells=[{"grade_id": "no-such-cell", "score": 1.0}])
+    with pytest.raises(Exception, match="no-such-cell|No such"):
+        record(db, [zeroed, broken], by_name, people, "zero")
+    assert final_scores(db) == before

@@ -707,6 +707,8 @@ def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float
     ``kernel_start``: to the kernel answering (jail, kernel process, ipykernel start-up);
     ``cells``: executing the notebook's cells (its own code, imports included);
     ``shutdown``: from the last cell to the runner's answer (kernel shutdown, writing the notebook).
+    Where the runner could read the kernel's CPU time, also ``cells_cpu``: the CPU seconds the kernel
+    spent on the cells (not a phase: part of ``cells``).
     """
     stamps = {e.get("event"): e.get("t") for e in events if isinstance(e.get("t"), (int, float))}
     cells = [e["t"] for e in events if e.get("event") == "cell" and isinstance(e.get("t"), (int, float))]
@@ -714,9 +716,13 @@ def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float
     if start is None or kernel is None:
         return {}
     last = cells[-1] if cells else kernel
-    return {
+    phases = {
         "runner_start": round(start - spawned, 3),
         "kernel_start": round(kernel - start, 3),
         "cells": round(last - kernel, 3),
         "shutdown": round(exited - last, 3),
     }
+    cpu = [e["cpu"] for e in events if e.get("event") == "cell" and isinstance(e.get("cpu"), (int, float))]
+    if cpu:
+        phases["cells_cpu"] = round(sum(cpu), 3)
+    return phases

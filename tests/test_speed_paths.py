@@ -1,0 +1,131 @@
+"""What the grading path imports, and what it does not.
+
+The grading command and its runners import only what grading needs: no jupytext (it builds notebooks
+from ``solutions/``; grading reads the built ones) and no ``rfc3987_syntax`` (jsonschema's optional
+IRI checker, which compiles a grammar at import time and which nbformat's schema never uses). Each
+check runs a real process and reads its ``sys.modules`` as it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.build import BUILT, SOLUTIONS, sync_sources
+
+#: Modules a grading process must never import (see autograder.engine.light and autograder.build).
+NOT_ON_THE_GRADING_PATH = ("jupytext", "rfc3987_syntax")
+
+
+PROBE = (
+    "import atexit, json, runpy, sys\n"
+    "atexit.register(lambda: print('MODULES ' + json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+)
+
+
+def imported(args: list[str]) -> tuple[set[str], subprocess.CompletedProcess]:
+    """The top-level packages a Python process really imported (``sys.modules`` as it exits), and how it
+    ended; ``args`` is ``["-c", CODE]`` or ``["-m", MODULE, *ARGV]``."""
+    if args[0] == "-c":
+        code = PROBE + args[1]
+    else:
+        code = PROBE + f"sys.argv = {args[1:]!r}\nrunpy.run_module({args[1]!r}, run_name='__main__')\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("MODULES ")]
+    assert lines, done.stderr[-3000:]
+    return {name.split(".")[0] for name in json.loads(lines[-1][len("MODULES ") :])}, done
+
+
+def test_the_probe_sees_what_a_process_imports() -> None:
+    """The probe itself: a process that imports jupytext is seen to."""
+    names, done = imported(["-c", "import jupytext"])
+    assert done.returncode == 0
+    assert "jupytext" in names and "nbformat" in names
+
+
+def test_a_runner_imports_neither_jupytext_nor_the_iri_grammar() -> None:
+    names, done = imported(["-c", "import autograder.engine.runner"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "nbformat" in names and "nbclient" in names
+    assert not set(NOT_ON_THE_GRADING_PATH) & names
+
+
+def test_the_grade_command_imports_neither(built_course: Path, tmp_path: Path) -> None:
+    """A real ``grade`` run on an already built course: graded, and nothing it did not need imported."""
+    root = tmp_path / "course"
+    shutil.copytree(built_course, root)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copyfile(
+        root / "source" / "01_linear_layer" / "01_linear_layer.ipynb", inbox / "s1_01_linear_layer.ipynb"
+    )
+    names, done = imported(
+        ["-m", "autograder", "grade", "01_linear_layer", str(inbox), "--course", str(root), "--workers", "1"]
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "nbformat" in names and "sqlalchemy" in names
+    assert not set(NOT_ON_THE_GRADING_PATH) & names, set(NOT_ON_THE_GRADING_PATH) & names
+    assert "s1" in done.stdout
+
+
+def test_notebooks_are_still_validated_on_the_grading_path() -> None:
+    """Leaving the grammar out loses no validation nbformat does."""
+    code = (
+        "from autograder.engine import light; nb = light.nbformat()\n"
+        "import sys; assert 'rfc3987_syntax' not in sys.modules\n"
+        "bad = nb.v4.new_notebook(); bad.cells.append(nb.v4.new_code_cell('1'))\n"
+        "bad.cells[0].outputs = [{}]\n"
+        "try:\n    nb.validate(bad)\nexcept nb.ValidationError:\n    print('rejected')\n"
+        "import rfc3987_syntax  # still importable by whoever needs it afterwards\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "rejected"
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> Path:
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    shutil.copyfile(SOLUTIONS / "01_linear_layer.py", folder / "01_linear_layer.py")
+    return folder
+
+
+def test_an_unchanged_course_is_known_without_jupytext_and_a_changed_one_is_rebuilt(
+    sources: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "course"
+    _, changed = sync_sources(root, sources)
+    assert changed == ["01_linear_layer"] and (root / BUILT).exists()
+    (root / "release" / "01_linear_layer").mkdir(parents=True)
+    (root / "release" / "01_linear_layer" / "01_linear_layer.ipynb").write_text("{}")
+
+    check = (
+        "import sys; from pathlib import Path; from autograder.build import sync_sources\n"
+        f"print(sync_sources(Path({str(root)!r}), Path({str(sources)!r}))[1])\n"
+    )
+    names, done = imported(["-c", check])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]" and "jupytext" not in names
+
+    # The source notebook edited by hand: rebuilt from its source, back to the built bytes.
+    target = root / "source" / "01_linear_layer" / "01_linear_layer.ipynb"
+    built = target.read_bytes()
+    nb = nbformat.read(target, as_version=4)
+    nb.cells[0].source += "\n# edited"
+    nbformat.write(nb, target)
+    assert sync_sources(root, sources)[1] == ["01_linear_layer"]
+    assert target.read_bytes() == built
+
+    # The .py source changed: rebuilt, with the change.
+    text = (sources / "01_linear_layer.py").read_text()
+    (sources / "01_linear_layer.py").write_text(text + "\n# %%\n# a new last cell\n")
+    assert sync_sources(root, sources)[1] == ["01_linear_layer"]
+    assert "a new last cell" in target.read_text()
+    assert sync_sources(root, sources)[1] == []
