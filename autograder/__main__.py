@@ -146,6 +146,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _absolute(text: str) -> Path:
+    """A folder given on the command line, made absolute: nbgrader opens its gradebook by an URL that a
+    relative path would make relative to another folder."""
+    return Path(text).resolve()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser; each command's function is its ``run`` default."""
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
@@ -153,7 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     # The option of every command that works on the nbgrader course.
     course = argparse.ArgumentParser(add_help=False)
     course.add_argument(
-        "--course", type=Path, default=COURSE, help="nbgrader course directory (default: course/)"
+        "--course",
+        type=_absolute,
+        default=COURSE,
+        help="nbgrader course directory (default: course/)",
     )
 
     p = commands.add_parser(

@@ -62,10 +62,13 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
     temp = tmp_path / "tmp"
     temp.mkdir()
     root = tmp_path / "course"
-    command = [sys.executable, "-m", "autograder", "grade", TINY, str(inbox), "--course", str(root),
+    # As an instructor types it, in the class's folder: the course given relative to it.
+    command = [sys.executable, "-m", "autograder", "grade", TINY, "inbox", "--course", "course",
                "--solutions", str(FIXTURE), "--workers", "1", "--cell-timeout", "20"]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(temp)}
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:
@@ -87,7 +90,7 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
     assert len(rows) == 1 + 2
     assert sorted(p.name for p in temp.iterdir()) == [], "no grading-* or intake-* folder is left behind"
 
-    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("already graded") == 2
     assert results(root) == students
