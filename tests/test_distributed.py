@@ -148,6 +148,12 @@ def _grade_command(inbox: Path, root: Path, *options: str) -> list[str]:
     ]
 
 
+def _grade_on(address: str, inbox: Path, root: Path, cell_seconds: int) -> subprocess.CompletedProcess[str]:
+    """Grade the class on the cluster through the command line, as an instructor does; wait for it."""
+    command = _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", str(cell_seconds))
+    return subprocess.run(command, capture_output=True, text=True, timeout=240)
+
+
 def _results(root: Path) -> dict[str, dict]:
     return {
         p.stem: json.loads(p.read_text())
@@ -189,12 +195,7 @@ def test_the_cluster_grades_as_the_local_executor_does(cluster, tmp_path: Path) 
     address, _ = cluster
     inbox, on_dask, local = tmp_path / "inbox", tmp_path / "dask", tmp_path / "local"
     _write_class(on_dask, inbox, {"loopy": LOOP})
-    ran = subprocess.run(
-        _grade_command(inbox, on_dask, "--scheduler", address, "--cell-timeout", "3"),
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    ran = _grade_on(address, inbox, on_dask, cell_seconds=3)
     assert ran.returncode == 0, ran.stderr[-3000:]
     graded = _results(on_dask)
     assert {s: (o["score"], o["status"], o["jailed"]) for s, o in graded.items()} == {
@@ -279,12 +280,7 @@ def test_a_worker_killed_mid_notebook_costs_that_notebook_only(cluster, tmp_path
     # The cluster is whole again (each nanny restarted its worker); a late submission comes in.
     client.wait_for_workers(2, timeout=60)
     shutil.copy(inbox / f"ada_{NOTEBOOK}", inbox / f"late_{NOTEBOOK}")
-    again = subprocess.run(
-        _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", "60"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    again = _grade_on(address, inbox, root, cell_seconds=60)
     assert again.returncode == 0, again.stderr[-3000:]
     last = load_runs(root)[-1]
     assert (last["counts"]["graded"], last["counts"]["skipped"]) == (1, 3), last
