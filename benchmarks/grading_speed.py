@@ -1,7 +1,7 @@
 """Benchmark: where grading stands, in one run on the same submissions of one assignment.
 
     .venv/bin/python benchmarks/grading_speed.py [--submissions 10] [--workers 2] [--assignment NAME]
-                                                 [--skip-nbgrader] [--scheduler ADDRESS] [--scaling]
+                                                 [--skip-nbgrader] [--skip-scaling] [--scheduler ADDRESS]
 
 Every row grades the same honest submissions (reference answers, blank notebooks and half-done
 ones, in turn; notebook 04 by default), each in a course directory of its own:
@@ -15,9 +15,10 @@ ones, in turn; notebook 04 by default), each in a course directory of its own:
 * the fixed cost per run: a run of one notebook minus the per-notebook time (the median time of a
   notebook in the full run): checking the gradebook and the course, starting runners and zygotes,
   the gradebook step and the outputs;
-* with ``--scheduler ADDRESS``, the Dask executor on that cluster, and with ``--scaling`` a table
-  for 1, 2 and 4 Dask workers on a local cluster: both only where ``grade_class`` takes a
-  ``scheduler`` (the Dask executor), and said otherwise.
+* the Dask executor on a local cluster of ``--workers`` worker processes (``dask.distributed``'s
+  ``LocalCluster``), or on the cluster at ``--scheduler ADDRESS``, against the local engine;
+* a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
+  core count (workers beyond the cores show the executor's overhead, not a speed-up).
 
 Every row must give every submission the same score; the script says so and exits 1 when not.
 """
@@ -25,7 +26,6 @@ Every row must give every submission the same score; the script says so and exit
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import shutil
 import statistics
@@ -60,11 +60,6 @@ def make_submissions(root: Path, assignment: str, n: int) -> dict[str, object]:
     return {f"s{i:03d}": kinds[i % 3](source, release) for i in range(n)}
 
 
-def takes_scheduler() -> bool:
-    """Whether this engine's ``grade_class`` can run on a Dask cluster."""
-    return "scheduler" in inspect.signature(grade_class).parameters
-
-
 def run_engine(
     root: Path, assignment: str, notebooks: dict, workers: int, scheduler: str | None = None
 ) -> tuple[float, list]:
@@ -73,10 +68,9 @@ def run_engine(
     inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=root.parent))
     for student, nb in notebooks.items():
         nbformat.write(nb, inbox / f"{student}_{assignment}.ipynb")
-    extra = {"scheduler": scheduler} if scheduler else {}
     start = time.perf_counter()
     result = grade_class(
-        inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False, **extra
+        inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False, scheduler=scheduler
     )
     return time.perf_counter() - start, result.outcomes
 
@@ -113,24 +107,13 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def dask_rows(work: Path, assignment: str, notebooks: dict, args) -> list[tuple[str, float, dict]]:
-    """The Dask executor's rows: on ``--scheduler``, and the ``--scaling`` table on local clusters."""
-    rows = []
-    if args.scheduler:
-        root = _course(work, "dask")
-        seconds, outcomes = run_engine(root, assignment, notebooks, args.workers, args.scheduler)
-        rows.append((f"Dask executor at {args.scheduler}", seconds, {o.student: o.score for o in outcomes}))
-    if args.scaling:
-        from dask.distributed import LocalCluster
+def on_local_cluster(root: Path, assignment: str, notebooks: dict, workers: int) -> tuple[float, list]:
+    """:func:`run_engine` on the Dask executor, on a local cluster of ``workers`` worker processes of one
+    thread each; the cluster's start and stop are not timed."""
+    from dask.distributed import LocalCluster
 
-        for n in (1, 2, 4):
-            root = _course(work, f"dask-{n}")
-            with LocalCluster(n_workers=n, threads_per_worker=1, processes=True) as cluster:
-                seconds, outcomes = run_engine(root, assignment, notebooks, n, cluster.scheduler_address)
-            rows.append(
-                (f"Dask, local cluster of {n} workers", seconds, {o.student: o.score for o in outcomes})
-            )
-    return rows
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True) as cluster:
+        return run_engine(root, assignment, notebooks, workers, cluster.scheduler_address)
 
 
 def _course(work: Path, name: str) -> Path:
@@ -149,15 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-nbgrader", action="store_true", help="leave out serial nbgrader (the slow row)"
     )
-    parser.add_argument("--scheduler", help="also grade on the Dask cluster at this address")
     parser.add_argument(
-        "--scaling", action="store_true", help="also 1, 2 and 4 Dask workers on local clusters"
+        "--skip-scaling", action="store_true", help="leave out the 1, 2 and 4 Dask workers' table"
+    )
+    parser.add_argument(
+        "--scheduler", help="the Dask executor's row on the cluster at this address (default: a local one)"
     )
     args = parser.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = "1"
-    if (args.scheduler or args.scaling) and not takes_scheduler():
-        print("this engine has no Dask executor (grade_class takes no scheduler): Dask rows left out")
-        args.scheduler, args.scaling = None, False
 
     work = Path(tempfile.mkdtemp(prefix="bench-"))
     rows: list[tuple[str, float, dict]] = []
@@ -173,7 +155,25 @@ def main(argv: list[str] | None = None) -> int:
         )
         first = dict(list(notebooks.items())[:1])
         one_seconds, one = run_engine(_course(work, "one"), args.assignment, first, args.workers)
-        rows += dask_rows(work, args.assignment, notebooks, args)
+        if args.scheduler:
+            label = f"Dask executor at {args.scheduler}"
+            seconds, dasked = run_engine(
+                _course(work, "dask"), args.assignment, notebooks, args.workers, args.scheduler
+            )
+        else:
+            label = f"Dask executor, {args.workers} local workers"
+            seconds, dasked = on_local_cluster(
+                _course(work, "dask"), args.assignment, notebooks, args.workers
+            )
+        rows.append((label, seconds, {o.student: o.score for o in dasked}))
+        scaling = []
+        for size in () if args.skip_scaling else (1, 2, 4):
+            seconds, scaled = on_local_cluster(
+                _course(work, f"dask-{size}"), args.assignment, notebooks, size
+            )
+            scaling.append((size, seconds))
+            scores = {o.student: o.score for o in scaled}
+            rows.append((f"Dask, {size} local workers (scaling)", seconds, scores))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -185,20 +185,31 @@ def main(argv: list[str] | None = None) -> int:
         f"{n} submissions of {args.assignment}; this machine has {ncores} cores "
         f"(os.cpu_count() {os.cpu_count()}); jailed: {outcomes[0].jailed}"
     )
-    print(f"{'':36} {'wall s':>8} {'s/notebook':>11} {'vs nbgrader':>12} {'vs floor':>9}")
+    print(f"{'':40} {'wall s':>8} {'s/notebook':>11} {'vs nbgrader':>12} {'vs floor':>9} {'vs local':>9}")
     base = rows[0][1] if not args.skip_nbgrader else None
     for label, seconds, _ in rows:
+        if label.endswith("(scaling)"):
+            continue
         speed = f"{base / seconds:11.2f}x" if base else f"{'':>12}"
         above = f"{seconds / floor:8.2f}x" if floor else f"{'':>9}"
-        print(f"{label:36} {seconds:8.1f} {seconds / n:11.2f} {speed} {above}")
+        print(
+            f"{label:40} {seconds:8.1f} {seconds / n:11.2f} {speed} {above} {seconds / engine_seconds:8.2f}x"
+        )
     if floor is not None:
-        print(f"{'physical floor (cells CPU / cores)':36} {floor:8.1f} {floor / n:11.2f}")
+        print(f"{'physical floor (cells CPU / cores)':40} {floor:8.1f} {floor / n:11.2f}")
     else:
         print("physical floor: unknown (the runner could not read the kernels' CPU time)")
     print(
         f"fixed cost per run: {one_seconds - per_notebook:.2f} s (a run of 1 notebook {one_seconds:.2f} s, "
         f"minus the per-notebook time {per_notebook:.2f} s)"
     )
+    if scaling:
+        one_worker = scaling[0][1]
+        print(
+            f"Dask executor on local clusters ({ncores} cores here): workers, wall s, speed-up over 1 worker"
+        )
+        for workers, seconds in scaling:
+            print(f"  {workers} {seconds:8.1f} {one_worker / seconds:6.2f}x")
     phases = ["runner_start", "kernel_start", "cells", "cells_cpu", "shutdown"]
     medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in phases}
     measured = ("runner_start", "kernel_start", "cells", "shutdown")
