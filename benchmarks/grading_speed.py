@@ -14,7 +14,8 @@ ones, in turn; notebook 04 by default), each in a course directory of its own:
   as the engine's kernels did it, with no start-up, shutdown or waiting in it;
 * the fixed cost per run: a run of one notebook minus the per-notebook time (the median time of a
   notebook in the full run): checking the gradebook and the course, starting runners and zygotes,
-  the gradebook step and the outputs;
+  the gradebook step and the outputs; once in this process (whose libraries the runs before have
+  imported) and once as an instructor meets it, ``python -m autograder grade`` in a fresh process;
 * the Dask executor on a local cluster of ``--workers`` worker processes (``dask.distributed``'s
   ``LocalCluster``), or on the cluster at ``--scheduler ADDRESS``, against the local engine;
 * a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
@@ -29,6 +30,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +75,17 @@ def run_engine(
         inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False, scheduler=scheduler
     )
     return time.perf_counter() - start, result.outcomes
+
+
+def run_command_line(root: Path, assignment: str, notebooks: dict) -> float:
+    """The wall time of ``python -m autograder grade`` on ``notebooks`` in a fresh process."""
+    inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=root.parent))
+    for student, nb in notebooks.items():
+        nbformat.write(nb, inbox / f"{student}_{assignment}.ipynb")
+    command = [sys.executable, "-m", "autograder", "grade", assignment, str(inbox), "--course", str(root)]
+    start = time.perf_counter()
+    subprocess.run(command + ["--force"], check=True, capture_output=True)
+    return time.perf_counter() - start
 
 
 def run_nbgrader(root: Path, assignment: str, notebooks: dict) -> tuple[float, dict[str, float]]:
@@ -155,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         first = dict(list(notebooks.items())[:1])
         one_seconds, one = run_engine(_course(work, "one"), args.assignment, first, args.workers)
+        command_seconds = run_command_line(_course(work, "command"), args.assignment, first)
         if args.scheduler:
             label = f"Dask executor at {args.scheduler}"
             seconds, dasked = run_engine(
@@ -202,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"fixed cost per run: {one_seconds - per_notebook:.2f} s (a run of 1 notebook {one_seconds:.2f} s, "
         f"minus the per-notebook time {per_notebook:.2f} s)"
+    )
+    print(
+        f"fixed cost per run from the command line: {command_seconds - per_notebook:.2f} s "
+        f"(`python -m autograder grade` of 1 notebook in a fresh process {command_seconds:.2f} s)"
     )
     if scaling:
         one_worker = scaling[0][1]

@@ -89,6 +89,36 @@ def test_notebooks_are_still_validated_on_the_grading_path() -> None:
     assert done.stdout.strip() == "rejected"
 
 
+def test_checking_a_gradebook_before_grading_does_not_import_nbgrader(tmp_path: Path) -> None:
+    """nbgrader's import (its server extensions, about 1.5 s) is left to the gradebook step after grading,
+    warmed beside the kernels; the check before grading reads the schema version without it."""
+    from nbgrader.api import Gradebook
+
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    Gradebook(url).close()  # a gradebook with nbgrader's tables: its schema version is checked
+    names, done = imported(
+        ["-c", f"from autograder.engine import gradebook; gradebook.check_database({url!r})"]
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "sqlalchemy" in names and "nbgrader" not in names
+
+
+def test_the_graders_warm_up_imports_what_their_first_calls_would() -> None:
+    """``warm_up`` runs the library paths whose first call imports more of PyTorch; a control shows that
+    loading the graders alone does not import them, so the check can fail."""
+    warm, done = imported(["-c", "from autograder.grading import warm_up; warm_up()"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, done = imported(["-c", "from autograder.grading import load; load()"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "sympy" in warm and "sympy" not in loaded
+    modules = "import sys; from autograder.grading import {}; {}(); print('torch._dynamo' in sys.modules)"
+    for function, expected in (("warm_up", "True"), ("load", "False")):
+        ran = subprocess.run(
+            [sys.executable, "-c", modules.format(function, function)], capture_output=True, text=True
+        )
+        assert ran.stdout.strip() == expected, (function, ran.stderr[-2000:])
+
+
 @pytest.fixture
 def sources(tmp_path: Path) -> Path:
     folder = tmp_path / "solutions"

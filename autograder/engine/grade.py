@@ -382,6 +382,9 @@ class Grader:
                     on_done(previous, True)
             else:
                 todo.append(sub)
+        if todo:
+            # The graders' first calls import more of PyTorch (seconds): done while the first kernels run.
+            threading.Thread(target=_warm_graders, name="warm-graders", daemon=True).start()
         pool = ThreadPoolExecutor(max_workers=self.workers)
         futures = [pool.submit(self.grade_one, sub) for sub in todo]
         try:
@@ -655,6 +658,19 @@ class RunnerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
         self.proc = None
+
+
+def _warm_graders() -> None:
+    """In a thread of its own, while the first kernels run: :func:`autograder.grading.warm_up`, and the
+    import of nbgrader's API, which the gradebook step needs after grading (about 1.5 s: nbgrader imports
+    its server extensions). A failure here is the grading's or the gradebook step's to report."""
+    try:
+        from autograder.grading import warm_up
+
+        warm_up()
+        import nbgrader.api  # noqa: F401
+    except Exception:  # noqa: BLE001, S110 - grading or the gradebook step meets it again and says so
+        pass
 
 
 def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook: Any) -> None:

@@ -57,6 +57,19 @@ def load() -> dict[str, Grader]:
 _LOADED: list[bool] = []
 
 
+def warm_up() -> None:
+    """Load every grader and run, once, on fixed inputs, the library paths whose first call imports more of
+    PyTorch: the first ``autograd.grad`` given a gradient imports its symbolic-shape module (and sympy), the
+    first optimizer its compiler package, about 1.5 s together. The engine calls it beside the first
+    kernels of a run, so that grading the first notebook does not wait for those imports."""
+    load()
+    import torch
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad(x * 2.0, x, torch.ones_like(x))
+    torch.optim.SGD([x], lr=0.1)
+
+
 def grade(check: Check | str, evidence: Evidence) -> Report:
     """Grade ``evidence`` with the grader registered for ``check`` (a check or its name)."""
     name = check if isinstance(check, str) else check.name
@@ -66,4 +79,4 @@ def grade(check: Check | str, evidence: Evidence) -> Report:
     return graders[name](evidence)
 
 
-__all__ = ["GRADERS", "grade", "grader", "load", "report_for"]
+__all__ = ["GRADERS", "grade", "grader", "load", "report_for", "warm_up"]
