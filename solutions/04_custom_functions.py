@@ -237,7 +237,7 @@ class Exp(torch.autograd.Function):
 # Try it, then see the version counter at work: doubling the output in place after forward makes
 # backward refuse to run, because the tensor it saved has changed. (Had `Exp` kept its output as
 # `ctx.result`, backward would have run and returned a gradient twice too large, with no error; the
-# test file checks that too.)
+# test file checks that too.) Each line ends with a verdict.
 
 # %%
 x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
@@ -247,13 +247,15 @@ g0 = g.clone()  # taken before your code runs
 out = Exp.apply(x)
 print(compare(out=(out, out_ref), grad_x=(Exp.backward(out.grad_fn, g), grad_ref), g_afterwards=(g, g0)))
 saved = out.grad_fn.saved_tensors
-print("saved tensors:", len(saved), "- the output itself:", len(saved) == 1 and saved[0].equal(out))
+saves_output = len(saved) == 1 and saved[0].equal(out)
+print(f"saved tensors: {len(saved)}, the output itself: {saves_output}:", "ok" if saves_output else "WRONG")
 with torch.no_grad():
     out.mul_(2)
 try:
     out.backward(g)
+    print("backward ran on a changed output: WRONG (is the output saved with ctx.save_for_backward?)")
 except RuntimeError as error:
-    print("backward refused:", str(error)[:95], "...")
+    print("backward refused:", str(error)[:95], "... ok")
 
 # %% tests grade_id="test_exp" points=1
 """Exp matches torch.exp in value and gradient and saves its output with save_for_backward."""
@@ -571,7 +573,8 @@ class UnsummedBias(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         x, W = ctx.saved_tensors
-        _, (grad_x, grad_W, _) = torch_grads(F.linear, (x, W, None), grad_output)
+        with torch.enable_grad():  # backward runs with recording off when the engine calls it
+            _, (grad_x, grad_W, _) = torch_grads(F.linear, (x, W, None), grad_output)
         return grad_x, grad_W, grad_output.clone()
 
 
@@ -892,7 +895,9 @@ def train_spiral(
 
 # %% [markdown]
 # Try it: 100 steps with each class. The table compares the two loss curves step by step, with the
-# check's float64 tolerance; the line above it says whether you return one loss per step.
+# check's float64 tolerance; the line above it says whether you return one loss per step. Two runs
+# that make the same slip agree with each other, so the last row compares your first loss with the
+# loss of the docstring's model before any update, computed here.
 
 # %%
 losses_mine = train_spiral(Linear, steps=100)
@@ -901,7 +906,18 @@ print(
     f"{len(losses_mine)} and {len(losses_nn)} losses for 100 steps:",
     len(losses_mine) == len(losses_nn) == 100,
 )
-print(compare(losses=(np.array(losses_mine), np.array(losses_nn))))
+X_start, y_start = make_spiral(seed=0)
+X_start, y_start = torch.as_tensor(X_start, dtype=torch.float64), torch.as_tensor(y_start, dtype=torch.int64)
+torch.manual_seed(0)
+model_start = nn.Sequential(nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, 3)).double()
+with torch.no_grad():
+    loss_start = F.cross_entropy(model_start(X_start), y_start)
+print(
+    compare(
+        losses=(np.array(losses_mine), np.array(losses_nn)),
+        first_loss=(np.array(losses_mine[:1]), np.array([loss_start.item()])),
+    )
+)
 ax = plot_losses(losses_mine)
 ax.plot(losses_nn, "--", label="nn.Linear")
 ax.legend(["your Linear", "nn.Linear"])
