@@ -109,7 +109,7 @@ torch.set_default_dtype(torch.float64)
 class LinearFunctionFunc(torch.autograd.Function):
     """``out = input @ weight.T + bias``, torch.func form: input (N, D), weight (M, D), bias (M,) or None.
 
-    Hint: ``inputs`` in setup_context is the tuple passed to apply, whatever its length.
+    Hint: ``inputs`` in setup_context holds forward's arguments, its defaults filled in.
     """
 
     generate_vmap_rule = True
@@ -321,8 +321,8 @@ score
 # error, or, worse, comes out as zero. If a backward cannot be differentiated, say so: decorate it
 # with `@once_differentiable` (below `@staticmethod`), and torch raises a `RuntimeError` that names
 # the decorator as soon as anyone tries. The stub of `NumpyCube` already carries the decorator,
-# below `@staticmethod` where it belongs (above it, it would wrap the staticmethod object instead of
-# the function).
+# below `@staticmethod` as PyTorch's documentation writes it (the other order works too in the
+# Python and PyTorch this course pins; the test file checks both, and the two failures above).
 #
 # **Shapes.** Everything is elementwise: x, y, g and every derivative share x's shape (the checks
 # use (4, 3)). Write `Cube` with torch operations and `NumpyCube` with numpy in both passes

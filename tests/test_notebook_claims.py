@@ -979,3 +979,49 @@ class Cube(Cube):
     (try_its,) = [t for s, t in _exercises("05_beyond_the_basics") if re.search(r"^class Cube\(", s, re.M)]
     ok, printed = run_try_it("05_beyond_the_basics", try_its[0], source)
     assert not ok and "gradgradcheck(Cube): False" in printed and "Error" not in printed, printed
+
+
+def test_05_a_backward_that_cuts_the_graph_fails_or_gives_zero_and_either_decorator_order_works() -> None:
+    """Exercise 3's text: a numpy backward without the decorator fails the second derivative with an
+    error that does not name the cause; a detached one gives zero; once_differentiable raises its own
+    error whether it is written below @staticmethod or above it."""
+    import torch
+    from torch.autograd.function import once_differentiable
+
+    def numpy_cube_backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.from_numpy(3 * x.detach().numpy() ** 2 * grad_output.detach().numpy())
+
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        backward = staticmethod(numpy_cube_backward)
+
+    class Detached(Plain):
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return 3 * x.detach() ** 2 * grad_output
+
+    class Below(Plain):
+        backward = staticmethod(once_differentiable(numpy_cube_backward))
+
+    class Above(Plain):
+        backward = once_differentiable(staticmethod(numpy_cube_backward))
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    (dx,) = torch.autograd.grad(Plain.apply(x), x, g, create_graph=True)
+    with pytest.raises(RuntimeError) as error:
+        dx.sum().backward()
+    assert "once_differentiable" not in str(error.value)
+    (dx,) = torch.autograd.grad(Detached.apply(x), x, g, create_graph=True)
+    (second,) = torch.autograd.grad(dx.sum(), x, allow_unused=True, materialize_grads=True)
+    assert not second.any()
+    for decorated in (Below, Above):
+        (dx,) = torch.autograd.grad(decorated.apply(x), x, g, create_graph=True)
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            dx.sum().backward()
