@@ -180,8 +180,16 @@ g = torch.randn(3, 4, dtype=torch.float64)
 out_ref, (grad_x_ref, _) = torch_grads(lambda t, c: t * c, (x, 2.5), g.clone())
 g0 = g.clone()  # taken before your code runs
 out = MulConstant.apply(x, 2.5)
-grad_x, grad_constant = MulConstant.backward(out.grad_fn, g)
-print("gradient for the constant:", grad_constant, "(should be None)")
+returned = MulConstant.backward(out.grad_fn, g)
+returned = returned if isinstance(returned, tuple) else (returned,)  # a lone tensor is one value
+grad_x, grad_constant = (*returned, "missing", "missing")[:2]
+print(
+    f"backward returned {len(returned)} value(s) for forward's 2 inputs:",
+    "ok" if len(returned) == 2 else "WRONG",
+)
+print(
+    "gradient for the constant:", grad_constant, "ok" if grad_constant is None else "WRONG (should be None)"
+)
 compare(out=(out, out_ref), grad_x=(grad_x, grad_x_ref), g_afterwards=(g, g0))
 
 # %% tests grade_id="test_mul_constant" points=1

@@ -1025,3 +1025,19 @@ def test_05_a_backward_that_cuts_the_graph_fails_or_gives_zero_and_either_decora
         (dx,) = torch.autograd.grad(decorated.apply(x), x, g, create_graph=True)
         with pytest.raises(RuntimeError, match="once_differentiable"):
             dx.sum().backward()
+
+
+def test_04_mul_constant_try_it_counts_the_values_backward_returns() -> None:
+    """A backward that returns only dL/dx is told it returned 1 value for 2 inputs, not "too many values
+    to unpack" (what unpacking a lone (3, 4) tensor into two names said before)."""
+    source = """
+class MulConstant(MulConstant):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant
+"""
+    (try_its,) = [
+        t for s, t in _exercises("04_custom_functions") if re.search(r"^class MulConstant\(", s, re.M)
+    ]
+    ok, printed = run_try_it("04_custom_functions", try_its[0], source)
+    assert "returned 1 value(s) for forward's 2 inputs: WRONG" in printed and "Error" not in printed, printed
