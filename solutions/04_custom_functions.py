@@ -313,7 +313,9 @@ class MyReLU(torch.autograd.Function):
 # Try it on an input with exact zeros, through `.backward()` this time, against `torch.relu`: once with
 # a random upstream gradient `g` (the reference computed from copies taken before your code runs, and
 # the last row checking that `g` is unchanged), and once through `out.sum().backward()`, where the
-# upstream gradient is the expanded tensor of ones described above.
+# upstream gradient is the expanded tensor of ones described above. A backward that writes into
+# `grad_output` shows there as a gradient of all zeros (the table's guess, a missing computation, is
+# then not the reason), and as a changed `g` in the last row.
 
 # %%
 x = torch.randn(3, 4, dtype=torch.float64)
