@@ -36,7 +36,7 @@ def test_the_references_are_the_solutions():
         assert fn.__code__.co_filename.startswith("05_beyond_the_basics.py:"), fn
 
 
-def fit_legendre_with(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, mean=False):
+def fit_legendre_with(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, mean=False, clear=True):
     """The tutorial's loop with one setting changed: the wrong fits below are made with it."""
     a, b, c, d = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (0.0, -1.0, 0.0, 0.3))
     for _ in range(steps):
@@ -45,7 +45,8 @@ def fit_legendre_with(x, y, P3=LegendrePolynomial3, lr=5e-6, steps=2000, mean=Fa
         with torch.no_grad():
             for p in (a, b, c, d):
                 p -= lr * p.grad
-                p.grad = None
+                if clear:
+                    p.grad = None
     return a.item(), b.item(), c.item(), d.item()
 
 
@@ -561,6 +562,8 @@ def test_fit_blank_zero():
         (lambda x, y: fit_legendre_with(x, y, steps=50), "reaches", "the tutorial's loop reaches"),
         (lambda x, y: fit_legendre_with(x, y, lr=-5e-6, steps=20), "loss went down", "p -= lr"),
         (lambda x, y: fit_legendre_with(x, y, lr=-5e-6), "returns", "diverged"),
+        # gradients that accumulate diverge too: named, not only the sign and the learning rate as before
+        (lambda x, y: fit_legendre_with(x, y, clear=False), "returns", "gradients never cleared"),
         (lambda x, y: fit_legendre_with(x, y, P3=LegendreWrongDerivative), "reaches", "tutorial"),
         (lambda x, y: (0.0, -1.0, 0.0), "returns", "(a, b, c, d)"),
     ],

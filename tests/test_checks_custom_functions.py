@@ -480,6 +480,29 @@ def jacobian_forward_differences(fn, inputs, eps=1e-6):
     return worst
 
 
+def jacobian_not_restored(fn, inputs, eps=1e-6):
+    """Mistake: centred differences that leave each element at old - eps instead of putting it back."""
+    worst = 0.0
+    out = fn(*inputs)
+    for k, t in enumerate(inputs):
+        rows = []
+        for i in range(out.numel()):
+            one_hot = torch.zeros(out.numel(), dtype=out.dtype)
+            one_hot[i] = 1.0
+            rows.append(torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)[0].reshape(-1))
+        analytical = torch.stack(rows)
+        copies = [s.detach().clone() for s in inputs]
+        with torch.no_grad():
+            for j in range(t.numel()):
+                old = copies[k].view(-1)[j].item()
+                copies[k].view(-1)[j] = old + eps
+                plus = fn(*copies).reshape(-1)
+                copies[k].view(-1)[j] = old - eps
+                minus = fn(*copies).reshape(-1)
+                worst = max(worst, (analytical[:, j] - (plus - minus) / (2 * eps)).abs().max().item())
+    return worst
+
+
 def jacobian_always_float64(fn, inputs, eps=1e-6):
     """Mistake: the inputs converted to float64 first, so a float32 Jacobian looks exact."""
     return max_jacobian_error(fn, tuple(t.detach().double().requires_grad_(True) for t in inputs), eps)
@@ -512,6 +535,14 @@ def test_max_jacobian_error_mistakes() -> None:
     report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_forward_differences)
     assert failed(report) == {"float64: small"}
     assert "forward differences" in item(report, "float64: small").message
+    assert "not put back" not in item(report, "float64: small").message
+
+    # An element left at old - eps gives an error of the same order: it is named, not called forward
+    # differences (the note's diagnosis before).
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_not_restored)
+    assert failed(report) == {"float64: small"}
+    assert "not put back to its old value" in item(report, "float64: small").message
+    assert "forward differences" not in item(report, "float64: small").message
 
     report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_always_float64)
     assert failed(report) == {"float32: large"}
@@ -941,3 +972,24 @@ def test_backward_by_hand_that_does_nothing_earns_nothing() -> None:
         return None
 
     assert grade(checks.BACKWARD_BY_HAND, nothing).score == 0
+
+
+BiasKeepdim = changed_backward(
+    "BiasKeepdim",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, grad_output.sum(0, keepdim=True) if gb is not None else None),
+)
+
+
+def test_bias_summed_with_keepdim_is_not_called_unsummed_at_n_1() -> None:
+    """With N = 1 the keepdim sum and grad_output itself are the same (1, out) array: the note names both
+    rather than calling a keepdim sum "grad_output returned without .sum(0)" (its diagnosis before)."""
+    report = grade(checks.LINEAR_FUNCTION, BiasKeepdim)
+    assert "summed with keepdim" in item(report, "grad_bias").message
+    message = item(report, "N = 1").message
+    assert "grad_bias has shape (1, 5), expected (5,)" in message
+    assert "both grad_output returned without .sum(0) and .sum(0, keepdim=True)" in message
+    assert "Likely mistake: grad_output returned without .sum(0)" not in message
+
+    report = grade(checks.LINEAR_FUNCTION, BiasNotSummed)
+    assert "Likely mistake: grad_output returned without .sum(0)" in item(report, "grad_bias").message

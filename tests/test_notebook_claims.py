@@ -801,6 +801,69 @@ class LinearFunction(LinearFunction):
         return grad_output.mm(weight), grad_output.t().mm(input), grad_bias
 """,
     ),
+    "Exp keeps its output on ctx (04)": (
+        "04_custom_functions",
+        "Exp",
+        """
+class Exp(Exp):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.result = torch.exp(x)
+        return ctx.result
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.result
+""",
+    ),
+    "backward_by_hand through the engine (04)": (
+        "04_custom_functions",
+        "backward_by_hand",
+        """
+def backward_by_hand(function, x, W, b, grad):
+    inputs = [t for t in (x, W, b) if t is not None and t.requires_grad]
+    found = iter(torch.autograd.grad(function.apply(x, W, b), inputs, grad))
+    return tuple(next(found) if t is not None and t.requires_grad else None for t in (x, W, b))
+""",
+    ),
+    "train_spiral records the loss after the update (04)": (
+        "04_custom_functions",
+        "train_spiral",
+        """
+_correct = train_spiral
+def train_spiral(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    return _correct(linear_cls, seed=seed, steps=steps + 1, hidden=hidden, lr=lr)[1:]
+""",
+    ),
+    "MaxWithIndex without mark_non_differentiable (05)": (
+        "05_beyond_the_basics",
+        "MaxWithIndex",
+        """
+class MaxWithIndex(MaxWithIndex):
+    @staticmethod
+    def forward(ctx, scores):
+        values, indices = scores.max(dim=1)
+        ctx.save_for_backward(indices)
+        ctx.num_classes = scores.shape[1]
+        return values, indices
+""",
+    ),
+    "SquareAndCube without set_materialize_grads (05)": (
+        "05_beyond_the_basics",
+        "SquareAndCube",
+        """
+class SquareAndCube(SquareAndCube):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**2, x**3
+
+    @staticmethod
+    def backward(ctx, grad_square, grad_cube):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad_square + 3 * x**2 * grad_cube
+""",
+    ),
     "Legendre backward in place (05)": (
         "05_beyond_the_basics",
         "LegendrePolynomial3",
@@ -892,3 +955,89 @@ def test_05_ctx_features() -> None:
     leaf = torch.randn(3, dtype=torch.float64, requires_grad=True)
     with pytest.raises(RuntimeError):
         InplaceReLU.apply(leaf)
+
+
+def test_04_backward_by_hand_through_the_engine_shows_the_summed_bias_rather_than_an_error() -> None:
+    """The try-it's own UnsummedBias works inside the engine too: a backward_by_hand that goes through
+    autograd sees its summed (out,) bias gradient flagged, not an error raised by the course's code."""
+    stem, function, source = MISTAKES["backward_by_hand through the engine (04)"]
+    (try_its,) = [t for s, t in _exercises(stem) if re.search(rf"^def {function}\(", s, re.M)]
+    ok, printed = run_try_it(stem, try_its[-1], source)
+    assert not ok and "Error" not in printed, printed
+
+
+def test_05_cube_try_it_prints_false_for_a_detached_backward() -> None:
+    """gradgradcheck in the try-it prints False for a backward that cuts the graph, and the table
+    below it still shows which second derivative is missing."""
+    source = """
+class Cube(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return 3 * x.detach() ** 2 * grad_output
+"""
+    (try_its,) = [t for s, t in _exercises("05_beyond_the_basics") if re.search(r"^class Cube\(", s, re.M)]
+    ok, printed = run_try_it("05_beyond_the_basics", try_its[0], source)
+    assert not ok and "gradgradcheck(Cube): False" in printed and "Error" not in printed, printed
+
+
+def test_05_a_backward_that_cuts_the_graph_fails_or_gives_zero_and_either_decorator_order_works() -> None:
+    """Exercise 3's text: a numpy backward without the decorator fails the second derivative with an
+    error that does not name the cause; a detached one gives zero; once_differentiable raises its own
+    error whether it is written below @staticmethod or above it."""
+    import torch
+    from torch.autograd.function import once_differentiable
+
+    def numpy_cube_backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return torch.from_numpy(3 * x.detach().numpy() ** 2 * grad_output.detach().numpy())
+
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        backward = staticmethod(numpy_cube_backward)
+
+    class Detached(Plain):
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            return 3 * x.detach() ** 2 * grad_output
+
+    class Below(Plain):
+        backward = staticmethod(once_differentiable(numpy_cube_backward))
+
+    class Above(Plain):
+        backward = once_differentiable(staticmethod(numpy_cube_backward))
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    (dx,) = torch.autograd.grad(Plain.apply(x), x, g, create_graph=True)
+    with pytest.raises(RuntimeError) as error:
+        dx.sum().backward()
+    assert "once_differentiable" not in str(error.value)
+    (dx,) = torch.autograd.grad(Detached.apply(x), x, g, create_graph=True)
+    (second,) = torch.autograd.grad(dx.sum(), x, allow_unused=True, materialize_grads=True)
+    assert not second.any()
+    for decorated in (Below, Above):
+        (dx,) = torch.autograd.grad(decorated.apply(x), x, g, create_graph=True)
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            dx.sum().backward()
+
+
+def test_04_mul_constant_try_it_counts_the_values_backward_returns() -> None:
+    """A backward that returns only dL/dx is told it returned 1 value for 2 inputs, not "too many values
+    to unpack" (what unpacking a lone (3, 4) tensor into two names said before)."""
+    source = """
+class MulConstant(MulConstant):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.constant
+"""
+    (try_its,) = [
+        t for s, t in _exercises("04_custom_functions") if re.search(r"^class MulConstant\(", s, re.M)
+    ]
+    ok, printed = run_try_it("04_custom_functions", try_its[0], source)
+    assert "returned 1 value(s) for forward's 2 inputs: WRONG" in printed and "Error" not in printed, printed

@@ -863,7 +863,11 @@ def grade_fit_legendre(evidence: Evidence) -> Report:
     if not isinstance(params, np.ndarray) or params.shape != (4,) or not np.all(np.isfinite(params)):
         message = f"the parameters are not four finite numbers: {params}"
         if isinstance(params, np.ndarray) and params.shape == (4,):
-            message += ": training diverged. Is the update p -= lr * p.grad (a + climbs), with lr 5e-6?"
+            message += (
+                ": training diverged. Likely mistake: gradients never cleared after an update (they add up "
+                "step after step: p.grad = None, or p.grad.zero_()), an update of the wrong sign "
+                "(p -= lr * p.grad; a + climbs), or a learning rate other than 5e-6."
+            )
         report.add(Item(names[0], False, message, 0.5))
         report.add(Item(names[1], False, "not checked: no usable parameters.", 0.5))
         report.add(Item(names[2], False, "not checked: no usable parameters.", 1.0))

@@ -428,6 +428,12 @@ def _linear_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "summed over axis 1 instead of the batch axis 0": g.sum(1),
         },
     }
+    if g.shape[0] == 1:  # one row: grad_output itself and its keepdim sum are the same (1, out) array
+        mistakes["grad_bias"] = {
+            "a (1, out) gradient, which with N = 1 is both grad_output returned without .sum(0) and "
+            ".sum(0, keepdim=True); backward must return the bias's shape (out,)": g,
+            **{k: v for k, v in mistakes["grad_bias"].items() if k.startswith("summed over axis 1")},
+        }
     if g.shape[1] == 1:  # the line of older PyTorch docs, right for every out_features but 1
         mistakes["grad_bias"][SQUEEZED_BIAS] = g.sum(0).squeeze(0)
     return mistakes
@@ -787,9 +793,14 @@ def jacobian_error(
     arrays: Sequence[np.ndarray],
     dtype: torch.dtype,
     eps: float = JACOBIAN_EPS,
+    scheme: str = "centred",
 ) -> float:
     """The course's own max |analytical - numerical| over every Jacobian entry, computed in ``dtype``
-    with centred differences of step ``eps`` (what gradcheck compares)."""
+    with centred differences of step ``eps`` (what gradcheck compares).
+
+    ``scheme`` computes a known mistake's value instead, to name it: ``"forward"`` differences
+    (f(x + eps) - f(x)) / eps, or ``"not_restored"``, centred differences that leave each element at
+    old - eps, so that every later column is taken at a shifted point."""
     tensors = [torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
     # The analytical side from PyTorch's own routine, not from a copy of the exercise's loop.
     blocks = torch.autograd.functional.jacobian(fn, tuple(tensors))
@@ -800,13 +811,19 @@ def jacobian_error(
         with torch.no_grad():
             values = [s.detach().clone() for s in tensors]
             flat = values[k].view(-1)
+            base = fn(*values).reshape(-1).double()
             for j in range(t.numel()):
                 old = flat[j].item()
                 flat[j] = old + eps
                 plus = fn(*values).reshape(-1).double()
+                if scheme == "forward":
+                    flat[j] = old
+                    numerical[:, j] = ((plus - base) / eps).numpy()
+                    continue
                 flat[j] = old - eps
                 minus = fn(*values).reshape(-1).double()
-                flat[j] = old
+                if scheme != "not_restored":
+                    flat[j] = old
                 numerical[:, j] = ((plus - minus) / (2 * eps)).numpy()
         worst = max(worst, float(np.max(np.abs(analytical - numerical))))
     return worst
@@ -827,6 +844,30 @@ def _jacobian_value(record: dict[str, Any]) -> tuple[float | None, str | None]:
     return number, None
 
 
+_FORWARD_DIFFERENCES = (
+    "forward differences (f(x + eps) - f(x)) / eps, whose error is ~eps * f''; centred differences "
+    "(f(x + eps) - f(x - eps)) / (2 eps) are accurate to ~eps**2"
+)
+_NOT_RESTORED = (
+    "an element not put back to its old value after its two evaluations, so that every later column "
+    "of the numerical Jacobian is taken at a point shifted by eps"
+)
+
+
+def _small_jacobian_hint(value: float, arrays: Sequence[np.ndarray]) -> str:
+    """Name the mistake whose float64 error, recomputed on the same inputs, is the learner's (within 1%);
+    both candidates when neither matches: each gives an error of order eps."""
+    for scheme, mistake in (("forward", _FORWARD_DIFFERENCES), ("not_restored", _NOT_RESTORED)):
+        if math.isclose(
+            value, jacobian_error(tanh_linear, arrays, torch.float64, scheme=scheme), rel_tol=0.01
+        ):
+            return f" Likely mistake: {mistake}."
+    return (
+        f" Likely mistake, one of two that give an error of this size: {_FORWARD_DIFFERENCES}; "
+        f"or {_NOT_RESTORED}."
+    )
+
+
 @grader(MAX_JACOBIAN_ERROR)
 def grade_max_jacobian_error(evidence: Evidence) -> Report:
     """Grade recorded evidence: the float64 error is at most 1e-8 (1), the float32 one is large, within a
@@ -841,8 +882,7 @@ def grade_max_jacobian_error(evidence: Evidence) -> Report:
         report.add(Item(name, False, problem))
     elif value > JACOBIAN_FLOAT64.atol:
         hint = (
-            " Likely mistake: forward differences (f(x + eps) - f(x)) / eps, whose error is ~eps * f''; "
-            "centred differences (f(x + eps) - f(x - eps)) / (2 eps) are accurate to ~eps**2."
+            _small_jacobian_hint(value, arrays)
             if value < 1e-4
             else " Likely mistake: the analytical and numerical Jacobians are not laid out alike "
             "(transposed?), or a gradient is wrong."
