@@ -20,8 +20,9 @@ sends back the events, the executed notebook and the timing.
 - A lost scheduler, or a cluster left with no worker for :data:`WORKERLESS_SECONDS`:
   :class:`~autograder.engine.grade.ExecutorLost`: the run stops with that reason, what was graded is
   stored, and a re-run grades only what is missing.
-- Ctrl-C: no new notebook is submitted and the running ones finish; a second Ctrl-C (:meth:`kill`)
-  kills this run's runners on every worker.
+- Ctrl-C: no new notebook is submitted, none already submitted starts (:meth:`~DaskExecutor.stop`:
+  those waiting on the scheduler or in a worker's queue come back :class:`NotStarted`, not stored)
+  and the running ones finish; a second Ctrl-C (:meth:`kill`) kills this run's runners on every worker.
 
 Nothing imports this module unless a scheduler is given: grading on one machine never pays for Dask.
 """
@@ -39,7 +40,15 @@ import uuid
 from distributed import CancelledError, Client, KilledWorker, TimeoutError, WorkerPlugin, get_worker
 
 from autograder.engine import jail
-from autograder.engine.grade import GRADING_CODE, Executed, ExecutorLost, LocalExecutor, Work, _code_files
+from autograder.engine.grade import (
+    GRADING_CODE,
+    Executed,
+    ExecutorLost,
+    LocalExecutor,
+    NotStarted,
+    Work,
+    _code_files,
+)
 
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0
@@ -76,6 +85,7 @@ class RunnerPlugin(WorkerPlugin):
         self.zygote = zygote
         self.executor: LocalExecutor | None = None
         self.killed = False
+        self.stopping = False
 
     def setup(self, worker) -> None:  # noqa: ANN001 - a distributed.Worker
         self.executor = LocalExecutor(zygote=self.zygote)
@@ -86,6 +96,10 @@ class RunnerPlugin(WorkerPlugin):
         closing = getattr(worker.status, "name", "running") not in ("running", "paused", "closing_gracefully")
         if self.executor is not None:
             self.executor.close(kill=self.killed or closing)
+
+    def stop(self) -> None:
+        """Start no notebook from now on; the running ones finish (a first Ctrl-C)."""
+        self.stopping = True
 
     def kill(self) -> None:
         """Kill the running notebooks and refuse the ones that would start after (a second Ctrl-C)."""
@@ -132,7 +146,16 @@ def run_on_worker(plugin: str, work: Work, checks: str) -> Executed:
         raise RuntimeError(f"the Dask worker {worker.address} has no runner for this grading run")
     if runner.killed:
         raise RuntimeError("the grading run was cancelled")
+    if runner.stopping:
+        raise NotStarted("the grading run is stopping")
     return runner.executor.run(work)
+
+
+def stop_runners(plugin: str, dask_worker=None) -> None:  # noqa: ANN001 - client.run passes the worker
+    """Start no more notebooks of this run on one worker (run there by :meth:`DaskExecutor.stop`)."""
+    runner = (dask_worker or get_worker()).plugins.get(plugin)
+    if isinstance(runner, RunnerPlugin):
+        runner.stop()
 
 
 def kill_runners(plugin: str, dask_worker=None) -> None:  # noqa: ANN001 - client.run passes the worker
@@ -176,6 +199,7 @@ class DaskExecutor:
         self.plugin = f"autograder-runner-{uuid.uuid4().hex[:12]}"
         self.client.register_plugin(RunnerPlugin(zygote), name=self.plugin)
         self.killed = threading.Event()
+        self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._futures: set = set()
         self._workerless_since: float | None = None
@@ -227,6 +251,8 @@ class DaskExecutor:
         while True:
             if self.killed.is_set():
                 raise RuntimeError("the grading run was cancelled")
+            if self.stopping.is_set():
+                raise NotStarted("the grading run is stopping")
             if self.client.status != "running":
                 raise ExecutorLost(f"the connection to the Dask scheduler at {self.address} was lost")
             allowed = self._allowed()
@@ -297,6 +323,15 @@ class DaskExecutor:
                 f"the Dask cluster at {self.address} has had no worker for {WORKERLESS_SECONDS:g} s"
             )
         return workers
+
+    def stop(self) -> None:
+        """Start no notebook from now on: the ones waiting on the scheduler or in a worker's queue are not
+        started (their :meth:`run` raises :class:`NotStarted`); the running ones finish."""
+        self.stopping.set()
+        try:
+            self.client.run(stop_runners, self.plugin)
+        except Exception:  # noqa: BLE001, S110 - a lost cluster starts nothing anyway
+            pass
 
     def kill(self) -> None:
         """Cancel the notebooks not started yet and kill the running ones, on every worker."""
