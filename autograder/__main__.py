@@ -81,7 +81,7 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"{len(aside)} files of other assignments set aside (listed in the summary)")
     _print_files(result.files, args.course)
     for warning in result.warnings:
-        print(f"\nWARNING: {warning}.", file=sys.stderr)
+        print(f"\nWARNING: {warning.rstrip('.')}.", file=sys.stderr)
     if result.lost:
         return 4
     if result.interrupted:

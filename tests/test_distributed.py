@@ -60,15 +60,35 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def _start(
+    args: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.Popen:
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "dask", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
+            cwd=cwd,
             start_new_session=True,
         )
+
+
+def _scheduler(address: str, log: Path) -> subprocess.Popen:
+    return _start(
+        ["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+        log,
+        {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)},
+    )
+
+
+def _worker(address: str, folder: Path, name: str, cwd: Path | None = None) -> subprocess.Popen:
+    return _start(
+        ["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard"]
+        + ["--local-directory", str(folder / name)],
+        folder / f"{name}.log",
+        cwd=cwd,
+    )
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -92,22 +112,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
     folder = tmp_path_factory.mktemp("cluster")
     address = f"tcp://127.0.0.1:{_free_port()}"
-    procs = [
-        _start(
-            ["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
-            folder / "scheduler.log",
-            {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)},
-        )
-    ]
+    procs = [_scheduler(address, folder / "scheduler.log")]
     try:
         for i in range(2):
-            procs.append(
-                _start(
-                    ["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard"]
-                    + ["--local-directory", str(folder / f"worker{i}")],
-                    folder / f"worker{i}.log",
-                )
-            )
+            procs.append(_worker(address, folder, f"worker{i}"))
         with Client(address, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(2, timeout=90)
             yield address, client
@@ -285,3 +293,170 @@ def test_a_worker_killed_mid_notebook_costs_that_notebook_only(cluster, tmp_path
     last = load_runs(root)[-1]
     assert (last["counts"]["graded"], last["counts"]["skipped"]) == (1, 3), last
     assert _results(root)["late"]["score"] == 13
+
+
+def _other_checkout(folder: Path) -> Path:
+    """A copy of this checkout's ``autograder`` with one check's message changed: another version."""
+    import autograder
+
+    copy = folder / "other-checkout"
+    shutil.copytree(
+        Path(autograder.__file__).parent, copy / "autograder", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    compare = copy / "autograder" / "compare.py"
+    text = compare.read_text()
+    assert " Likely mistake: " in text, "the copy would not differ"
+    compare.write_text(text.replace(" Likely mistake: ", " Probable mistake: "))
+    return copy
+
+
+@needs_jail
+def test_a_worker_of_another_version_gets_no_notebook_and_the_run_says_so(cluster, tmp_path: Path) -> None:
+    """It joins in the middle of the run, when two notebooks wait for a worker: the one it is given runs on
+    another, it gets no other, every notebook is graded; in the next run it is left out from the start."""
+    address, client = cluster
+    inbox, root = tmp_path / "inbox", tmp_path / "course"
+    _write_class(root, inbox, {f"slow{i}": "import time\ntime.sleep(12)\n" for i in range(4)}, others=())
+    command = _grade_command(inbox, root, "--scheduler", address, "--workers", "4", "--cell-timeout", "60")
+    grading = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    other = None
+    try:
+        deadline = time.monotonic() + 120
+        while len([k for keys in client.processing().values() for k in keys]) < 2:
+            assert time.monotonic() < deadline, "the notebooks never started"
+            time.sleep(0.2)
+        other = _worker(address, tmp_path, "other", cwd=_other_checkout(tmp_path))
+        client.wait_for_workers(3, timeout=60)
+        out, err = grading.communicate(timeout=180)
+        assert grading.returncode == 0, err[-3000:]
+        joined = set(client.nthreads())
+        assert "gets no notebook of this run: it has other checks than the grading machine" in err, err
+        results = _results(root)
+        assert {s: (o["score"], o["status"]) for s, o in results.items()} == {
+            f"slow{i}": (13, "graded") for i in range(4)
+        }
+        summary = (root / "grading" / "summary.md").read_text()
+        assert "got no notebook of this run: it has other checks" in summary
+
+        # The next run: the worker is refused before anything is sent to it, and the run grades as usual.
+        (inbox / f"slow0_{NOTEBOOK}").unlink()
+        shutil.copy(inbox / f"slow1_{NOTEBOOK}", inbox / f"late_{NOTEBOOK}")
+        again = _grade_on(address, inbox, root, cell_seconds=60)
+        assert again.returncode == 0, again.stderr[-3000:]
+        refused = [w for w in joined if f"The Dask worker {w} gets no notebook" in again.stderr]
+        assert len(refused) == 1, again.stderr
+        assert _results(root)["late"]["score"] == 13
+    finally:
+        if grading.poll() is None:
+            grading.kill()
+            grading.wait()
+        if other is not None:
+            _end(other)
+
+
+def _running(client) -> set[str]:
+    """The students whose notebooks a worker executes now (not those in its queue)."""
+
+    def executing(dask_worker) -> list[str]:  # noqa: ANN001 - a local function: sent by value
+        return [str(ts.key) for ts in dask_worker.state.executing]
+
+    return {key.split("-")[1] for keys in client.run(executing).values() for key in keys}
+
+
+def _interrupt_when_running(inbox: Path, root: Path, address: str, client, running: int, *options: str):
+    """Grade on the cluster, press Ctrl-C once when ``running`` notebooks run on workers; the command's
+    exit status and stderr, and whose notebooks ran at Ctrl-C."""
+    grading = subprocess.Popen(
+        _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", "60", *options),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(started := _running(client)) < running:
+            assert time.monotonic() < deadline, "the notebooks never started"
+            time.sleep(0.2)
+        grading.send_signal(signal.SIGINT)
+        out, err = grading.communicate(timeout=120)
+    finally:
+        if grading.poll() is None:
+            grading.kill()
+            grading.wait()
+    assert "Interrupted: no new notebook starts" in err and "Traceback" not in err, err
+    return grading.returncode, err, started
+
+
+@needs_jail
+def test_ctrl_c_starts_no_notebook_already_sent_and_a_run_whose_last_notebooks_finish_is_whole(
+    cluster, tmp_path: Path
+) -> None:
+    """Four notebooks in flight on two single-threaded workers: two run, two wait on the scheduler. Ctrl-C
+    once: the two running finish, the two waiting never start. The same command then grades those two;
+    Ctrl-C while they run: they finish, and that run is whole (status 0, no warning)."""
+    address, client = cluster
+    inbox, root = tmp_path / "inbox", tmp_path / "course"
+    _write_class(root, inbox, {f"slow{i}": "import time\ntime.sleep(8)\n" for i in range(4)}, others=())
+    code, err, started = _interrupt_when_running(inbox, root, address, client, 2, "--workers", "4")
+    assert code == 130, err[-3000:]
+    assert "2 submissions were not graded. Run the same command again" in err, err
+    assert len(started) == 2 and set(_results(root)) == started, "a waiting notebook started after Ctrl-C"
+
+    code, err, started = _interrupt_when_running(inbox, root, address, client, 2, "--workers", "4")
+    assert code == 0, err[-3000:]
+    assert "WARNING" not in err, err
+    assert {s: o["score"] for s, o in _results(root).items()} == {f"slow{i}": 13 for i in range(4)}
+
+
+@needs_jail
+def test_a_lost_scheduler_stops_the_run_kills_the_runners_and_says_how_to_resume(tmp_path: Path) -> None:
+    """The scheduler is killed while a notebook runs: the run stops with status 4 and says how to resume
+    (without the --force it was given), the ledger keeps the scheduler's address, the worker's runner is
+    killed at once rather than left to finish a notebook nobody will read, and the worker itself ends
+    (Dask's workers end with their scheduler: they must be started again with it)."""
+    import psutil
+
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    scheduler = _scheduler(address, tmp_path / "scheduler.log")
+    worker = _worker(address, tmp_path, "worker")
+    inbox, root = tmp_path / "inbox", tmp_path / "course"
+    _write_class(root, inbox, {"sleeper": "import time\ntime.sleep(40)\n"}, others=("ada",))
+    grading = None
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=90)
+            command = _grade_command(inbox, root, "--scheduler", address, "--force", "--cell-timeout", "60")
+            grading = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 120
+            while _processing(client, "sleeper") is None:
+                assert time.monotonic() < deadline, "the sleeper's notebook never started"
+                time.sleep(0.2)
+            time.sleep(3)  # into the sleep
+        runners = [
+            p
+            for p in psutil.Process(worker.pid).children(recursive=True)
+            if "autograder.engine.runner" in " ".join(p.cmdline())
+        ]
+        assert runners, "the worker runs the notebook on a runner"
+        _end_now(scheduler)
+        out, err = grading.communicate(timeout=60)
+        assert grading.returncode == 4, err[-3000:]
+        assert "Run the same command without --force to grade them" in err, err
+        note = load_runs(root)[-1]["note"]
+        assert note == f"the run stopped (the connection to the Dask scheduler at {address} was lost)", note
+        gone, alive = psutil.wait_procs(runners, timeout=15)
+        assert not alive, "the runner was left to finish a notebook whose result is lost"
+        worker.wait(timeout=60)  # Dask: a worker ends when its scheduler is gone
+    finally:
+        if grading is not None and grading.poll() is None:
+            grading.kill()
+            grading.wait()
+        _end(worker)
+        _end(scheduler)
+
+
+def _end_now(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)

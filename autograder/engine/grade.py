@@ -187,6 +187,7 @@ class Grader:
     def cancel(self, running: bool = False) -> None:
         """Start no new notebook; with ``running``, also kill the running ones (not stored)."""
         self.stopping.set()
+        self.executor.stop()
         if running:
             self.cancelled.set()
             self.executor.kill()
@@ -247,6 +248,8 @@ class Grader:
             self.lost = self.lost or str(exc)
             self.stopping.set()
             return None
+        except NotStarted:
+            return None  # handed to the executor before Ctrl-C, not started by then: a re-run grades it
         except Exception as exc:  # noqa: BLE001 - one bad submission must not stop the class
             outcome = Outcome(
                 sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, self.max_score(sub)
@@ -450,12 +453,22 @@ class ExecutorLost(RuntimeError):
     it was running is not stored, so that a re-run grades it."""
 
 
+class NotStarted(RuntimeError):
+    """The executor had the notebook but had not started it when the run was stopped (a first Ctrl-C):
+    nothing is stored, so that a re-run grades it."""
+
+
 class Executor(Protocol):
     """Runs prepared notebooks; the grader keeps everything else (preparing, seeds, scores, storing)."""
 
     def run(self, work: Work) -> Executed:
         """Run one notebook to its end, or to its first stop; raise :class:`ExecutorLost` when nothing
         can run any more, and another error when this one notebook cannot be run."""
+        ...
+
+    def stop(self) -> None:
+        """Start no notebook from now on (a first Ctrl-C): a :meth:`run` waiting for its notebook to start
+        raises :class:`NotStarted`; the running ones finish."""
         ...
 
     def kill(self) -> None:
@@ -559,6 +572,9 @@ class LocalExecutor:
             with self._lock:
                 self._runners.append(runner)
         return runner.run(job_path, hard_limit)
+
+    def stop(self) -> None:
+        """Nothing to do: each of the grader's threads runs its notebook at once, none waits."""
 
     def kill(self) -> None:
         """Kill every runner (and its kernel): the jobs they ran end as killed."""

@@ -57,6 +57,8 @@ class ClassResult:
     """Why the run stopped before its end when the executor could run nothing more (a lost Dask
     scheduler), or None; the run is then also :attr:`interrupted`."""
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the run must tell that changes none of its scores (a Dask worker it could not use)."""
 
     @property
     def ok(self) -> bool:
@@ -143,10 +145,10 @@ def grade_class(
     if scheduler:
         from autograder.engine.distributed import DaskExecutor
 
-        executor = DaskExecutor(scheduler)
-        workers = workers or executor.slots()
-        # The workers jail their kernels (a worker that cannot refuses, saying why) unless told not to.
+        # The workers jail their kernels (a worker that cannot gets no notebook) unless told not to.
         use_jail = True if use_jail is None else use_jail
+        executor = DaskExecutor(scheduler, jailed=use_jail)
+        workers = workers or executor.slots()
     started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     scratch = Path(tempfile.mkdtemp(prefix="intake-"))
     grader = Grader(
@@ -178,6 +180,10 @@ def grade_class(
             outcomes, rejected, n_inputs, Path(), Path(), interrupted=grader.stopping.is_set()
         )
         result.lost = grader.lost
+        refused = getattr(executor, "refused", {})
+        result.notes = [
+            f"the Dask worker {w} got no notebook of this run: it {r}" for w, r in sorted(refused.items())
+        ]
         seen = {id(o) for o in skipped}
         fresh = [o for o in outcomes if id(o) not in seen]
         result.systemic = outputs.systemic_failure(fresh)
@@ -201,7 +207,7 @@ def grade_class(
             f"the scores could not be written to the gradebook ({type(exc).__name__}: {first}); the results "
             "are kept, and running the same command again writes them"
         )
-    return _finish(result, root, db, out, by_name, inputs, assignment, started, skipped, submissions)
+    return _finish(result, root, db, out, by_name, inputs, assignment, started, skipped, submissions, force)
 
 
 def _check_roster(submissions: list[Submission], rejected: list[Rejected], people: Roster | None):
@@ -217,17 +223,34 @@ def _check_roster(submissions: list[Submission], rejected: list[Rejected], peopl
     return kept
 
 
-def _finish(result, root, db, out, by_name, inputs, assignment, started, skipped, submissions) -> ClassResult:
+def _headline(warning: str) -> str:
+    """A warning up to its first ``": "`` outside parentheses (an address's ``tcp://`` is no end)."""
+    depth = 0
+    for i, ch in enumerate(warning):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and warning.startswith(": ", i):
+            return warning[:i]
+    return warning
+
+
+def _finish(
+    result, root, db, out, by_name, inputs, assignment, started, skipped, submissions, force=False
+) -> ClassResult:
     """Record the run in the course's ledger and write the course's outputs from the gradebook."""
-    warnings = [w for w in (result.systemic, result.gradebook_error) if w]
+    warnings = [w for w in (result.systemic, result.gradebook_error) if w] + result.notes
     seen = {id(o) for o in skipped}
     graded_now = len([o for o in result.outcomes if id(o) not in seen]) if not result.systemic else 0
     not_graded = len(submissions) - graded_now - len(skipped)
+    if result.interrupted and not_graded == 0:
+        # Ctrl-C once while the last notebooks ran: they finished, nothing is left to grade.
+        result.interrupted, result.lost = False, None
     if result.interrupted:
         why = f"the run stopped ({result.lost})" if result.lost else "the run was interrupted"
+        # --force would grade again what this run graded: the resuming command is the one without it
+        again = "the same command without --force" if force else "the same command again"
         warnings.append(
-            f"{why}: {not_graded} submissions were not graded. Run the same command "
-            "again to grade them (what was graded is kept and not graded twice)"
+            f"{why}: {not_graded} submissions were not graded. Run {again} to grade them (what was "
+            "graded is kept and not graded twice)"
         )
     outputs.record_run(
         root,
@@ -244,7 +267,7 @@ def _finish(result, root, db, out, by_name, inputs, assignment, started, skipped
                 "other": sum(1 for r in result.rejected if r.other_assignment),
             },
             "rejected": [outputs.rejected_dict(r) for r in result.rejected],
-            "note": "; ".join(w.split(":")[0] for w in warnings),
+            "note": "; ".join(_headline(w) for w in warnings),
         },
     )
     report = outputs.write_report(root, db, out or root / "grading", by_name, warnings)
