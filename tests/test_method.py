@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+import nbformat
+
 from autograder.build import assignments, source_notebook
+from autograder.course import NOTEBOOKS
 from autograder.course import grade_id, is_solution
 from autograder.engine.grade import kernel_kind
 from autograder.engine.method import flags, flags_for, graded_names
@@ -21,6 +24,16 @@ def _answers(name: str) -> list[dict[str, str]]:
 def test_the_reference_answers_are_never_flagged(name: str) -> None:
     numpy_only = kernel_kind(source_notebook(COURSE[name].source)) == "numpy"
     assert flags(_answers(name), numpy_only) == []
+
+
+@pytest.mark.parametrize("name", sorted(COURSE))
+def test_the_blank_student_versions_are_never_flagged(name: str) -> None:
+    """A stub left as handed out (``raise NotImplementedError``) is unanswered, not answered by a shortcut:
+    the feedback says it scored nothing, and the summary's problems do not list every blank notebook."""
+    student = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    answers = [{"id": grade_id(c), "source": c.source} for c in student.cells if is_solution(c)]
+    numpy_only = kernel_kind(source_notebook(COURSE[name].source)) == "numpy"
+    assert answers and flags(answers, numpy_only) == []
 
 
 def test_the_numpy_notebooks_are_graded_without_torch() -> None:

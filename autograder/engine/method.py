@@ -90,6 +90,18 @@ def _ignores_upstream(backward: ast.FunctionDef) -> str | None:
     return None
 
 
+def _unanswered(backward: ast.FunctionDef) -> bool:
+    """A backward left as handed out: it raises before anything else (a docstring, ``pass``), what follows
+    the ``raise`` never runs. It scores nothing, and its feedback says so; it took no shortcut."""
+    for node in backward.body:
+        if isinstance(node, ast.Pass) or (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ):
+            continue
+        return isinstance(node, ast.Raise)
+    return True
+
+
 def flags_for(cell_id: str, source: str, numpy_only: bool) -> list[Flag]:
     """The flags of one answer cell's source (an empty list when it cannot be parsed)."""
     try:
@@ -106,7 +118,7 @@ def flags_for(cell_id: str, source: str, numpy_only: bool) -> list[Flag]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and _is_function_subclass(node):
             for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "backward":
+                if isinstance(item, ast.FunctionDef) and item.name == "backward" and not _unanswered(item):
                     why = _asks_autograd(item) or _ignores_upstream(item)
                     if why:
                         found.append(Flag(node.name, cell_id, why))
