@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 
-import nbformat
-
 from autograder.build import assignments, source_notebook
-from autograder.course import NOTEBOOKS
-from autograder.course import grade_id, is_solution
+from autograder.course import NOTEBOOKS, grade_id, is_solution
 from autograder.engine.grade import kernel_kind
 from autograder.engine.method import flags, flags_for, graded_names
 

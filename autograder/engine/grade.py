@@ -177,6 +177,10 @@ class Grader:
         """Set by :meth:`cancel`: no new notebook starts."""
         self.cancelled = threading.Event()
         """Set by :meth:`cancel` with ``running=True``: running notebooks are killed and not stored."""
+        self.warmed = threading.Event()
+        """Clear while :func:`_warm_graders` runs: scoring waits for it, so that the two never import the
+        same modules at once."""
+        self.warmed.set()
         self.lost: str | None = None
         """Why the executor could run nothing more (:class:`ExecutorLost`), when it could not."""
 
@@ -299,6 +303,7 @@ class Grader:
         )
         ran = self.executor.run(work)
         self._write_executed(sub, ran.notebook, release)
+        self.warmed.wait()
         return self._outcome(sub, digest, prepared, ran.events, ran.timing, drawn, kind)
 
     def _write_executed(self, sub: Submission, executed: bytes | None, release: Any) -> None:
@@ -387,7 +392,10 @@ class Grader:
                 todo.append(sub)
         if todo:
             # The graders' first calls import more of PyTorch (seconds): done while the first kernels run.
-            threading.Thread(target=_warm_graders, name="warm-graders", daemon=True).start()
+            self.warmed.clear()
+            threading.Thread(
+                target=_warm_graders, args=(self.warmed,), name="warm-graders", daemon=True
+            ).start()
         pool = ThreadPoolExecutor(max_workers=self.workers)
         futures = [pool.submit(self.grade_one, sub) for sub in todo]
         try:
@@ -676,10 +684,11 @@ class RunnerProcess:
         self.proc = None
 
 
-def _warm_graders() -> None:
+def _warm_graders(done: threading.Event) -> None:
     """In a thread of its own, while the first kernels run: :func:`autograder.grading.warm_up`, and the
     import of nbgrader's API, which the gradebook step needs after grading (about 1.5 s: nbgrader imports
-    its server extensions). A failure here is the grading's or the gradebook step's to report."""
+    its server extensions); ``done`` is set at the end, however it ends. A failure here is the grading's
+    or the gradebook step's to report."""
     try:
         from autograder.grading import warm_up
 
@@ -687,6 +696,8 @@ def _warm_graders() -> None:
         import nbgrader.api  # noqa: F401
     except Exception:  # noqa: BLE001, S110 - grading or the gradebook step meets it again and says so
         pass
+    finally:
+        done.set()
 
 
 def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook: Any) -> None:
