@@ -303,7 +303,7 @@ class Grader:
         )
         ran = self.executor.run(work)
         self._write_executed(sub, ran.notebook, release)
-        self.warmed.wait()
+        self.warmed.wait(timeout=WARM_UP_SECONDS)
         return self._outcome(sub, digest, prepared, ran.events, ran.timing, drawn, kind)
 
     def _write_executed(self, sub: Submission, executed: bytes | None, release: Any) -> None:
@@ -682,6 +682,10 @@ class RunnerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
         self.proc = None
+
+
+#: The longest scoring waits for the graders' warm-up (it takes seconds; past this, scoring goes on).
+WARM_UP_SECONDS = 60.0
 
 
 def _warm_graders(done: threading.Event) -> None:
