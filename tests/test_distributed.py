@@ -460,3 +460,17 @@ def test_a_lost_scheduler_stops_the_run_kills_the_runners_and_says_how_to_resume
 def _end_now(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
+
+
+def test_a_scheduler_that_cannot_be_reached_is_an_error_and_nothing_is_graded(tmp_path: Path) -> None:
+    """A wrong address (nothing listens there): one line saying so, exit status 2, no result stored."""
+    inbox, root = tmp_path / "inbox", tmp_path / "course"
+    _write_class(root, inbox, {}, others=("ada",))
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    ran = subprocess.run(
+        _grade_command(inbox, root, "--scheduler", address), capture_output=True, text=True, timeout=180
+    )
+    assert ran.returncode == 2, ran.stderr[-3000:]
+    assert f"error: cannot reach the Dask scheduler at {address}" in ran.stderr
+    assert "Nothing was graded." in ran.stderr and "Traceback" not in ran.stderr
+    assert _results(root) == {}
