@@ -485,12 +485,7 @@ def jacobian_not_restored(fn, inputs, eps=1e-6):
     worst = 0.0
     out = fn(*inputs)
     for k, t in enumerate(inputs):
-        rows = []
-        for i in range(out.numel()):
-            one_hot = torch.zeros(out.numel(), dtype=out.dtype)
-            one_hot[i] = 1.0
-            rows.append(torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)[0].reshape(-1))
-        analytical = torch.stack(rows)
+        analytical = _analytical_jacobian(out, t)
         copies = [s.detach().clone() for s in inputs]
         with torch.no_grad():
             for j in range(t.numel()):
@@ -501,6 +496,16 @@ def jacobian_not_restored(fn, inputs, eps=1e-6):
                 minus = fn(*copies).reshape(-1)
                 worst = max(worst, (analytical[:, j] - (plus - minus) / (2 * eps)).abs().max().item())
     return worst
+
+
+def _analytical_jacobian(out, t):
+    """d out / d t, one row per element of ``out``, by backward passes of one-hot gradients."""
+    rows = []
+    for i in range(out.numel()):
+        one_hot = torch.zeros(out.numel(), dtype=out.dtype)
+        one_hot[i] = 1.0
+        rows.append(torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)[0].reshape(-1))
+    return torch.stack(rows)
 
 
 def jacobian_always_float64(fn, inputs, eps=1e-6):
@@ -516,12 +521,7 @@ def jacobian_first_input_transposed(fn, inputs, eps=1e-6):
     """Compares the analytical Jacobian with the transpose of the numerical one."""
     out = fn(*inputs)
     t = inputs[0]
-    rows = []
-    for i in range(out.numel()):
-        one_hot = torch.zeros(out.numel(), dtype=out.dtype)
-        one_hot[i] = 1.0
-        rows.append(torch.autograd.grad(out, t, one_hot.view_as(out), retain_graph=True)[0].reshape(-1))
-    analytical = torch.stack(rows)
+    analytical = _analytical_jacobian(out, t)
     return float((analytical.sum() - analytical.t().sum()).abs() + analytical.abs().max())
 
 
