@@ -704,9 +704,22 @@ def _spread(items: list, count: int) -> list:
     return [items[int(i * step)] for i in range(count)]
 
 
+def merge_baseline(old: dict[str, dict], new: dict[str, dict]) -> dict[str, dict]:
+    """The baseline's checks after a run: every check of a notebook the run covered comes from
+    ``new`` (a check the notebook no longer has is dropped); other notebooks keep their old entries.
+    Ordered by notebook, each notebook's checks in the order they were written."""
+    covered = {entry["notebook"] for entry in new.values()}
+    kept = [(cell, entry) for cell, entry in old.items() if entry["notebook"] not in covered]
+    return dict(sorted([*kept, *new.items()], key=lambda item: item[1]["notebook"]))
+
+
 def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = (3, 2)) -> dict:
     """Pick a fixed sample of killed mutants per check (diagnosed and not), re-judge each in-process,
-    and write the baseline that ``tests/test_diagnosis_rate.py`` holds the checks to."""
+    and write the baseline that ``tests/test_diagnosis_rate.py`` holds the checks to.
+
+    Only the notebooks in ``results`` are rewritten: the other notebooks' entries of the existing
+    baseline are kept, so a run over one notebook (``mutation.py 04 --baseline``) updates its checks
+    without dropping the rest."""
     rows = {r["check"]: r for r in summarise(results)}
     checks = {}
     for stem, mutants in results.items():
@@ -741,11 +754,12 @@ def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = 
                 "sample_diagnosed": sum(m["diagnosed"] for m in sample),
                 "sample": sample,
             }
+    old = json.loads(BASELINE.read_text())["checks"] if BASELINE.exists() else {}
     baseline = {
         "about": "Written by `python benchmarks/mutation.py --baseline` after a full run; "
         "tests/test_diagnosis_rate.py fails when a sampled mutant is no longer killed, or fewer "
         "sampled mutants of a check get a diagnosis.",
-        "checks": checks,
+        "checks": merge_baseline(old, checks),
     }
     BASELINE.write_text(json.dumps(baseline, indent=1, ensure_ascii=False) + "\n")
     return baseline
@@ -769,7 +783,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also grade the check tests' own wrong implementations (runs tests/test_checks_*.py)",
     )
     parser.add_argument(
-        "--baseline", action="store_true", help=f"after the report, rewrite {BASELINE.relative_to(ROOT)}"
+        "--baseline",
+        action="store_true",
+        help=f"after the report, rewrite these notebooks' entries of {BASELINE.name} (others kept)",
     )
     args = parser.parse_args(argv)
     WORK, RESULTS = args.work.resolve(), args.work.resolve() / "results.json"

@@ -50,7 +50,13 @@ def test_the_baseline_covers_every_graded_test_cell() -> None:
         for source in harness.SOLUTIONS.glob("[0-9][0-9]_*.py")
         for t in harness.extract(source).tests
     }
-    assert set(CHECKS) == cells
+    fix = "run `python benchmarks/mutation.py NN --baseline` for the notebook NN of that cell (minutes)"
+    assert not cells - set(CHECKS), (
+        f"test cells without sampled mutants: {sorted(cells - set(CHECKS))}; {fix}"
+    )
+    assert not set(CHECKS) - cells, (
+        f"the baseline names cells the solutions lack: {sorted(set(CHECKS) - cells)}; {fix}"
+    )
     assert all(c["sample"] for c in CHECKS.values()), "a check without sampled mutants is not held"
     # the sample counts what it claims
     for check in CHECKS.values():
@@ -88,6 +94,22 @@ def test_names_mistake_needs_a_diagnosis_not_a_symptom() -> None:
     )
     assert not harness.names_mistake(["out: linear_forward raised TypeError: unsupported operand"])
     assert not harness.names_mistake([])
+
+
+def test_a_baseline_run_over_one_notebook_keeps_the_other_notebooks() -> None:
+    old = {
+        "test_a": {"notebook": "01_x", "sample": [1]},
+        "test_b": {"notebook": "04_y", "sample": [2]},
+        "test_gone": {"notebook": "04_y", "sample": [3]},
+        "test_c": {"notebook": "05_z", "sample": [4]},
+    }
+    new = {"test_b": {"notebook": "04_y", "sample": [5]}, "test_new": {"notebook": "04_y", "sample": [6]}}
+    merged = harness.merge_baseline(old, new)
+    assert list(merged) == ["test_a", "test_b", "test_new", "test_c"]
+    assert merged["test_b"]["sample"] == [5] and merged["test_a"] is old["test_a"]
+    # the committed baseline, merged with one notebook's own entries, is itself
+    one = {cell: entry for cell, entry in CHECKS.items() if entry["notebook"].startswith("04")}
+    assert harness.merge_baseline(CHECKS, one) == CHECKS
 
 
 def test_a_patch_applies_once_in_its_function_or_says_the_baseline_is_stale() -> None:
