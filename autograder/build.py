@@ -98,16 +98,24 @@ def source_notebook(source: Path) -> NotebookNode:
         for key in LAYOUT_KEYS:
             meta.pop(key, None)
         kind = meta.pop("title", None)
+        garbled = meta.pop("incorrectly_encoded_metadata", None)
+        where = f"{source.name}, cell {index + 1}"
+        if garbled is not None:
+            # jupytext keeps a header it cannot read as key=value pairs under this key, and the cell
+            # would otherwise be reported as lacking the grade_id it does carry
+            raise BuildError(
+                f"{where}: cannot read the cell header's {garbled!r}: write each value as JSON, "
+                'strings quoted (grade_id="test_x" points=2)'
+            )
         grade_id = meta.pop("grade_id", None)
         points = meta.pop("points", None)
-        where = f"{source.name}, cell {index + 1}"
         if kind is None:
             if grade_id is not None or points is not None:
                 raise BuildError(f"{where}: grade_id/points given without 'solution', 'tests' or 'locked'")
             cell.id = f"cell-{index:03d}"
         elif kind in ("solution", "tests", "locked"):
             if not grade_id:
-                raise BuildError(f"{where}: a {kind} cell needs grade_id=")
+                raise BuildError(f'{where}: a {kind} cell needs grade_id="..." in its header')
             if grade_id in seen:
                 raise BuildError(f"{where}: grade_id {grade_id!r} is used twice")
             seen.add(grade_id)

@@ -119,6 +119,11 @@ def _write(tmp_path: Path, text: str) -> Path:
     [
         ('# %% answer grade_id="a"\nx = 1\n', "unknown cell kind 'answer'"),
         ("# %% solution\nx = 1\n", "needs grade_id"),
+        (
+            "# %% solution grade_id=a\nx = 1\n",
+            'cannot read .*grade_id=a.*strings quoted \\(grade_id="test_x"',
+        ),
+        ('# %% tests grade_id="t" points=two\nx = 1\n', "cannot read .*points=two"),
         ('# %% tests grade_id="t"\nx = 1\n', "needs points"),
         ('# %% solution grade_id="a"\nx = 1\n\n# %% solution grade_id="a"\ny = 2\n', "used twice"),
         ('# %% grade_id="a"\nx = 1\n', "without 'solution', 'tests' or 'locked'"),
