@@ -6,7 +6,8 @@ import pytest
 
 from autograder.build import assignments, source_notebook
 from autograder.checks import ENTRY_POINTS, all_checks
-from autograder.engine.prepare import grade_cells
+from autograder.engine.prepare import check_calls, grade_cells
+from autograder.engine.seeds import hidden_blocks
 from autograder.grading import load
 
 COURSE = assignments()
@@ -24,6 +25,21 @@ def test_every_test_cell_names_a_declared_check_with_its_points(assignment) -> N
         assert cell.points == check.points, (
             f"{cell.grade_id}: {cell.points} points, {check.name}: {check.points}"
         )
+
+
+@pytest.mark.parametrize("assignment", COURSE, ids=lambda a: a.name)
+def test_every_test_cell_ends_with_a_hidden_test_on_a_seed(assignment) -> None:
+    for cell in source_notebook(assignment.source).cells:
+        if not cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            continue
+        grade_id = cell.metadata.nbgrader.grade_id
+        fix = "end the cell with check_X(..., seed=N) between ### BEGIN HIDDEN TESTS and ### END HIDDEN TESTS"
+        hidden = [call for block in hidden_blocks(cell.source) for call in check_calls(block)]
+        assert hidden, f"{grade_id} has no hidden test: {fix}"
+        assert hidden[-1] == check_calls(cell.source)[-1], (
+            f"{grade_id}: its last check call is not hidden: {fix}"
+        )
+        assert hidden[-1].seed, f"{grade_id}: its hidden check call names no seed=: {fix}"
 
 
 def test_every_declared_check_is_graded_used_and_has_an_entry_point() -> None:

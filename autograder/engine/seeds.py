@@ -95,6 +95,11 @@ _MIN_ECHO = 6
 REDACTED = "[hidden test text removed]"
 
 
+def hidden_blocks(source: str) -> list[str]:
+    """The code between each ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` of a cell."""
+    return _HIDDEN_BLOCK.findall(source)
+
+
 def hidden_lines(notebook: NotebookNode) -> list[str]:
     """Every line of the hidden tests in ``notebook`` and every seed they name, longest first: the
     text a kernel that ran them may echo (for :func:`redact`)."""
@@ -102,7 +107,7 @@ def hidden_lines(notebook: NotebookNode) -> list[str]:
         line.strip()
         for cell in notebook.cells
         if cell.get("cell_type") == "code"
-        for block in _HIDDEN_BLOCK.findall(cell.source)
+        for block in hidden_blocks(cell.source)
         for line in block.splitlines()
         if len(line.strip()) >= _MIN_ECHO
     }
