@@ -87,6 +87,18 @@ def _nbgrader_metadata(kind: str, grade_id: str, points: float | None) -> dict:
     }
 
 
+def _content_id(cell: NotebookNode, seen: set[str]) -> str:
+    """A cell id made from the cell's kind and text, so that inserting a cell renumbers nothing; a
+    cell whose text repeats an earlier one's gets the next free suffix."""
+    digest = hashlib.sha256(f"{cell.cell_type}\n{cell.source}".encode()).hexdigest()[:10]
+    cell_id, n = f"cell-{digest}", 1
+    while cell_id in seen:
+        n += 1
+        cell_id = f"cell-{digest}-{n}"
+    seen.add(cell_id)
+    return cell_id
+
+
 def source_notebook(source: Path) -> NotebookNode:
     """Read a jupytext source and return the nbgrader source notebook, with fixed cell ids."""
     import jupytext  # building only: grading reads the built notebooks, and jupytext costs ~2 s to import
@@ -112,7 +124,7 @@ def source_notebook(source: Path) -> NotebookNode:
         if kind is None:
             if grade_id is not None or points is not None:
                 raise BuildError(f"{where}: grade_id/points given without 'solution', 'tests' or 'locked'")
-            cell.id = f"cell-{index:03d}"
+            cell.id = _content_id(cell, seen)
         elif kind in ("solution", "tests", "locked"):
             if not grade_id:
                 raise BuildError(f'{where}: a {kind} cell needs grade_id="..." in its header')

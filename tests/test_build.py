@@ -152,4 +152,16 @@ def test_the_setup_cell_of_every_notebook_is_locked(built_course: Path, name: st
 def test_cell_ids_do_not_depend_on_the_run(tmp_path: Path) -> None:
     path = _write(tmp_path, '# %% [markdown]\n# Hi\n\n# %% solution grade_id="a"\nx = 1\n')
     first, second = source_notebook(path), source_notebook(path)
-    assert [c.id for c in first.cells] == [c.id for c in second.cells] == ["cell-000", "a"]
+    assert [c.id for c in first.cells] == [c.id for c in second.cells]
+    assert first.cells[1].id == "a" and first.cells[0].id.startswith("cell-")
+
+
+def test_inserting_a_cell_changes_no_other_cell_id(tmp_path: Path) -> None:
+    text = (
+        '# %% [markdown]\n# Hi\n\n# %%\ny = 2\n\n# %% [markdown]\n# Hi\n\n# %% solution grade_id="a"\nx = 1\n'
+    )
+    before = [c.id for c in source_notebook(_write(tmp_path, text)).cells]
+    inserted = text.replace("# %%\ny = 2\n", "# %% [markdown]\n# New\n\n# %%\ny = 2\n")
+    after = [c.id for c in source_notebook(_write(tmp_path, inserted)).cells]
+    assert after[:1] + after[2:] == before
+    assert len(set(before)) == len(before)  # two cells with the same text get two ids
