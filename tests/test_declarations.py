@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from autograder.build import assignments, source_notebook
@@ -11,6 +14,7 @@ from autograder.engine.seeds import hidden_blocks
 from autograder.grading import load
 
 COURSE = assignments()
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("assignment", COURSE, ids=lambda a: a.name)
@@ -72,3 +76,41 @@ def test_a_learners_copy_under_another_name_is_told_apart_by_its_cells(tmp_path)
     nbformat.write(nbformat.v4.new_notebook(), empty)
     with pytest.raises(SystemExit, match="name it after one of"):
         _assignment_by_cells(empty, COURSE)
+
+
+_HEADING = re.compile(r"^## Exercise (\d+):.*\(([\d.]+) points?\)\s*$", re.MULTILINE)
+_TABLE_ROW = re.compile(r"^\| (\d+) \| .* \| ([\d.]+) \|\s*$", re.MULTILINE)
+
+
+def _points_by_exercise(assignment) -> dict[int, float]:
+    """Each exercise's points as its test cells declare them: the cells between its heading and the next."""
+    points: dict[int, float] = {}
+    exercise = None
+    for cell in source_notebook(assignment.source).cells:
+        if cell.cell_type == "markdown" and (m := _HEADING.search(cell.source)):
+            exercise = int(m.group(1))
+            points.setdefault(exercise, 0.0)
+        nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+        if nbgrader.get("grade"):
+            assert exercise is not None, f"{nbgrader['grade_id']} comes before the first exercise heading"
+            points[exercise] += float(nbgrader["points"])
+    return points
+
+
+@pytest.mark.parametrize("assignment", COURSE, ids=lambda a: a.name)
+def test_the_points_the_texts_state_are_the_declared_points(assignment) -> None:
+    """The exercise headings, the notebook's own table and the README's table agree with the test cells."""
+    declared = _points_by_exercise(assignment)
+    cells = source_notebook(assignment.source).cells
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    headings = {int(n): float(p) for n, p in _HEADING.findall(text)}
+    assert headings == declared, f"{assignment.name}: the headings say {headings}, the test cells {declared}"
+    table = {int(n): float(p) for n, p in _TABLE_ROW.findall(text) if float(p) or int(n) in declared}
+    if table:  # not every notebook opens with a table of its exercises
+        assert table == declared, f"{assignment.name}: its table says {table}, the test cells {declared}"
+    readme = (ROOT / "README.md").read_text()
+    row = re.search(rf"^\| {assignment.name[:2]} \| \[.*\| ([\d.]+) \| [^|]* \|\s*$", readme, re.MULTILINE)
+    assert row, f"README.md has no row for {assignment.name} in its table of notebooks"
+    assert float(row.group(1)) == sum(declared.values()), (
+        f"README.md gives {assignment.name} {row.group(1)} points, its test cells {sum(declared.values())}"
+    )
