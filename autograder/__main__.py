@@ -121,15 +121,21 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from autograder.engine.pipeline import check_notebook
+    from autograder.engine.check import check_notebook
 
-    outcome = check_notebook(args.notebook)
+    live = None if args.quiet else sys.stdout
+    if live:
+        print(f"Checking {args.notebook.name} with the tests you can see; each result as its cell runs.\n",
+              flush=True)  # fmt: skip
+    outcome = check_notebook(args.notebook, out=live)
     print(f"{outcome.assignment}: {outcome.score:g} / {outcome.max_score:g} points\n")
     if outcome.reason:
         print(f"Stopped early: {outcome.reason}.\n")
     for note in outcome.restored + outcome.errors:
         print(f"Note: {note}")
     for cell in outcome.cells:
+        if live and not cell["feedback"].startswith("not graded"):
+            continue  # already shown as its cell ran
         print(
             cell["feedback"]
             if cell["feedback"].startswith(cell["grade_id"])
@@ -272,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="grade your own notebook with the visible tests and show the feedback"
     )
     p.add_argument("notebook", type=Path, help="your notebook, e.g. notebooks/01_linear_layer.ipynb")
+    p.add_argument("--quiet", action="store_true", help="print only the whole result, at the end")
     p.set_defaults(run=_check)
 
     p = commands.add_parser(
