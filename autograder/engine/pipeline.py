@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.build import generate, sync_sources
-from autograder.course import COURSE, SOLUTIONS, Assignment, assignments, grade_id, is_solution
+from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
 from autograder.engine import gradebook, outputs
 from autograder.engine.grade import Grader, Limits, Outcome
 from autograder.engine.intake import Rejected, Submission, discover
@@ -307,23 +307,37 @@ def _assignment_by_cells(path: Path, course: list[Assignment]) -> Assignment:
     return fits[0]
 
 
-def check_notebook(path: Path, solutions: Path = SOLUTIONS, use_jail: bool | None = None) -> Outcome:
+def check_notebook(
+    path: Path,
+    solutions: Path = SOLUTIONS,
+    use_jail: bool | None = None,
+    assignment: str | None = None,
+    hidden_tests: bool = False,
+) -> Outcome:
     """Grade one learner's notebook with the tests they can see (not the hidden ones); return the outcome.
 
-    The assignment is the one whose name the file name contains, or else the one whose answer
-    cells the notebook has.
+    The assignment is ``assignment`` when given, else the one whose name the file name contains, or
+    else the one whose answer cells the notebook has. With ``hidden_tests`` the notebook is graded as
+    the instructor grades it, hidden tests included (:mod:`autograder.gradescope`).
     """
     course = assignments(solutions)
     named = [a for a in course if a.name in path.name]
-    if named:
+    chosen = [a for a in course if a.name == assignment]
+    if assignment is not None and not chosen:
+        names = ", ".join(a.name for a in course)
+        raise CourseError(f"unknown assignment {assignment!r}; the course has: {names}")
+    if chosen:
+        a = chosen[0]
+    elif named:
         a = max(named, key=lambda m: len(m.name))
     else:
         a = _assignment_by_cells(path, course)
     root = Path(tempfile.mkdtemp(prefix="check-"))
     try:
         ensure_course(root, solutions, only=[a.name])
-        # The learner's own check runs the tests they can see: the student version's test cells.
-        shutil.copyfile(root / "release" / a.name / a.notebook, root / "source" / a.name / a.notebook)
+        if not hidden_tests:
+            # The learner's own check runs the tests they can see: the student version's test cells.
+            shutil.copyfile(root / "release" / a.name / a.notebook, root / "source" / a.name / a.notebook)
         grader = Grader(root, [a], Limits(), 1, use_jail)
         try:
             return grader.grade_one(Submission("you", a.name, path, str(path)))
