@@ -159,7 +159,7 @@ def test_a_solved_notebook_gets_full_marks_one_test_per_graded_cell_hidden_until
     assert data["tests"][1]["name"] == "linear_forward and linear_backward"
     assert data["tests"][1]["output"].startswith("linear_forward and linear_backward: 4 / 4 points")
     assert "the other notebooks were not graded: scratch.ipynb" in data["output"]
-    # every cell's final call ran on a fresh seed, recorded for the instructor (extra_data is never shown)
+    # every cell's final call ran on a fresh seed, recorded for the instructor in extra_data
     assert sorted(data["extra_data"]["seeds"]) == sorted(GRADE_IDS)
     assert data["stdout_visibility"] == "hidden"
 
