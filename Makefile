@@ -18,7 +18,7 @@ LAB_DIR  ?= notebooks/
 LEARNER_JUPYTER := env -u MPLBACKEND JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 WHEEL := dist/backprop_course-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
 
-.PHONY: demo test lab instructor-lab wheel build validate lint format clean
+.PHONY: demo test system-deps lab instructor-lab wheel build validate lint format clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,9 +31,15 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(PY) -m autograder demo
 
-## test: lint, then the whole test suite (what CI runs)
-test: lint
+## test: lint, find or install what the tests need outside Python (system-deps), then the whole test suite
+## (what CI runs)
+test: lint system-deps
 	$(PY) -m pytest
+
+## system-deps: find Debian's chromium and a PostgreSQL server (any version) for the tests; install the
+## missing ones with apt-get, or say in one line why it cannot. DRY_RUN=1 only says what it would install.
+system-deps:
+	@tests/system_deps.sh
 
 ## lab: open JupyterLab on the student notebooks, for a learner: plots inline, no instructor tools
 lab: $(STAMP)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {build,validate,grade,report,check,demo} [--help]``."""
+"""Command line: ``python -m autograder {build,validate,grade,report,check,gradescope,demo} [--help]``."""
 
 from __future__ import annotations
 
@@ -145,6 +145,14 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gradescope(args: argparse.Namespace) -> int:
+    from autograder.gradescope import autograder_zip
+
+    out = autograder_zip(args.assignment, args.out, args.solutions, args.visibility, args.torch_index)
+    print(f"wrote {out}: upload it as the autograder of a Gradescope programming assignment")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from autograder.demo import DEMO_ROOT, run_demo
 
@@ -280,6 +288,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("notebook", type=Path, help="your notebook, e.g. notebooks/01_linear_layer.ipynb")
     p.add_argument("--quiet", action="store_true", help="print only the whole result, at the end")
     p.set_defaults(run=_check)
+
+    p = commands.add_parser(
+        "gradescope",
+        help="write the autograder.zip that grades ASSIGNMENT on Gradescope with this engine",
+        description="Write Gradescope's autograder.zip for ASSIGNMENT: setup.sh installs the course on "
+        "Gradescope's image, run_autograder grades the submitted notebook (hidden tests included) and "
+        "writes results.json, one test per graded cell.",
+    )
+    p.add_argument("assignment", help="assignment name, e.g. 01_linear_layer")
+    p.add_argument("--out", type=Path, default=Path("autograder.zip"), help="default: autograder.zip")
+    p.add_argument("--solutions", type=Path, default=SOLUTIONS, help="course sources (default: solutions/)")
+    p.add_argument(
+        "--visibility",
+        choices=["hidden", "after_due_date", "after_published", "visible"],
+        default="after_published",
+        help="when learners see each graded cell's test, its score and the total (default after_published: "
+        "every cell's score comes from its hidden test)",
+    )
+    p.add_argument(
+        "--torch-index",
+        default=None,
+        metavar="URL",
+        help="the package index setup.sh installs PyTorch from (e.g. PyTorch's CPU wheel index; default: "
+        "requirements.txt's, the CUDA build on Linux)",
+    )
+    p.set_defaults(run=_gradescope)
 
     p = commands.add_parser(
         "demo", help="build the course, grade a demo class, print the scores (the main job)"

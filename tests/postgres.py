@@ -1,5 +1,6 @@
-"""A real PostgreSQL server for the tests, started from Debian's ``postgresql`` package in a temporary
-folder and stopped at the end (``.ci/run`` installs the package when it is missing)."""
+"""A real PostgreSQL server for the tests, started from the system's PostgreSQL (Debian's ``postgresql``
+package, of whatever version the system has) in a temporary folder and stopped at the end
+(``make test`` installs the package when it is missing: ``tests/system_deps.sh``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,38 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-BIN = Path("/usr/lib/postgresql/15/bin")
+#: Where Debian and Ubuntu put each version's server programs: ``<version>/bin`` (``PG_LIB`` moves it,
+#: as it moves ``tests/system_deps.sh``'s search).
+DEBIAN_LIB = Path(os.environ.get("PG_LIB", "/usr/lib/postgresql"))
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(part) for part in text.split("."))
+    except ValueError:
+        return None
+
+
+def server_bin(lib: Path = DEBIAN_LIB) -> Path | None:
+    """The folder of ``initdb`` and ``pg_ctl``: the newest version in Debian's layout, whichever the
+    system's package installed, else the folder on PATH that has both; None when there is none."""
+    found = [
+        (version, folder)
+        for folder in lib.glob("*/bin")
+        if (version := _version(folder.parent.name)) is not None
+        and all(os.access(folder / program, os.X_OK) for program in ("initdb", "pg_ctl"))
+    ]
+    if found:
+        return max(found)[1]
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if initdb and pg_ctl and Path(initdb).parent == Path(pg_ctl).parent:
+        return Path(initdb).parent
+    return None
 
 
 def available() -> bool:
-    """Whether PostgreSQL 15's server programs are installed."""
-    return (BIN / "initdb").exists() and (BIN / "pg_ctl").exists()
+    """Whether a PostgreSQL server's programs are installed."""
+    return server_bin() is not None
 
 
 def _free_port() -> int:
@@ -47,10 +74,12 @@ def server(folder: Path) -> Iterator[str]:
                 continue
             parent.chmod(parent.stat().st_mode | 0o001)
     port = _free_port()
+    bin_dir = server_bin()
+    assert bin_dir is not None, "no PostgreSQL server is installed"
     env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
     subprocess.run(
         _as_server_user(
-            [str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
+            [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
         ),
         check=True,
         capture_output=True,
@@ -59,7 +88,17 @@ def server(folder: Path) -> Iterator[str]:
     options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
     subprocess.run(
         _as_server_user(
-            [str(BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"]
+            [
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(folder / "log"),
+                "-w",
+                "start",
+            ]
         ),
         check=True,
         capture_output=True,
@@ -69,7 +108,7 @@ def server(folder: Path) -> Iterator[str]:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(
-            _as_server_user([str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            _as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
             capture_output=True,
             env=env,
         )

@@ -1,4 +1,4 @@
-"""The instructor's workflow through nbgrader's own tools, on SQLite and on a real PostgreSQL 15 server.
+"""The instructor's workflow through nbgrader's own tools, on SQLite and on a real PostgreSQL server.
 
 A Canvas export (two students named Wang Wei, a hyphenated and a non-ASCII name, a resubmission, a
 LATE file, a student missing from the roster) is graded with the class roster and a due date into a
@@ -46,8 +46,8 @@ EXPECTED = {"101": (7, 7), "102": (4, 4), "103": (7, 7), "104": (7, 7), "105": (
 
 @pytest.fixture(scope="module")
 def pg_url(tmp_path_factory: pytest.TempPathFactory):
-    """A PostgreSQL 15 server for this module (run, never skipped: CI installs it)."""
-    assert postgres.available(), "PostgreSQL 15 is not installed (apt-get install postgresql)"
+    """A PostgreSQL server for this module (run, never skipped: `make test` installs it)."""
+    assert postgres.available(), "no PostgreSQL server is installed (apt-get install postgresql)"
     with postgres.server(tmp_path_factory.mktemp("pg") / "server") as url:
         postgres.wait_ready(url)
         yield url

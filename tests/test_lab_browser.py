@@ -132,7 +132,9 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: `apt-get install -y chromium` (.ci/run does it)"
+    assert CHROMIUM.is_file(), (
+        f"{CHROMIUM} is missing: `apt-get install -y chromium` (`make test` does it: tests/system_deps.sh)"
+    )
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(

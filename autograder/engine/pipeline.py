@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.build import generate, sync_sources
-from autograder.course import COURSE, SOLUTIONS, Assignment, assignments, grade_id, is_solution
+from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
 from autograder.engine import gradebook, outputs
 from autograder.engine.grade import Grader, Limits, Outcome
 from autograder.engine.intake import Rejected, Submission, discover
@@ -287,3 +287,25 @@ def report_course(
     db = gradebook.normalize_url(db_url or f"sqlite:///{root / 'gradebook.db'}")
     by_name = {a.name: a for a in assignments(solutions)}
     return outputs.write_report(root, db, out or root / "grading", by_name)
+
+
+def grade_alone(
+    path: Path, assignment: str, solutions: Path = SOLUTIONS, use_jail: bool | None = None
+) -> Outcome:
+    """Grade one notebook of ``assignment`` as the instructor's grader does (hidden tests on fresh
+    seeds, jailed where the machine allows), outside any course directory of the instructor's: the
+    Gradescope autograder's path (:mod:`autograder.gradescope`)."""
+    course = {a.name: a for a in assignments(solutions)}
+    if assignment not in course:
+        raise CourseError(f"unknown assignment {assignment!r}; the course has: {', '.join(course)}")
+    a = course[assignment]
+    root = Path(tempfile.mkdtemp(prefix="grade-one-"))
+    try:
+        ensure_course(root, solutions, only=[a.name])
+        grader = Grader(root, [a], Limits(), 1, use_jail)
+        try:
+            return grader.grade_one(Submission("you", a.name, path, str(path)))
+        finally:
+            grader.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
