@@ -37,6 +37,7 @@ from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKer
 
 from autograder.engine.contract import Events, Job, Stop, StopReason, cell_event, end_event  # noqa: E402
 from autograder.engine.seeds import hidden_lines, redact  # noqa: E402
+from autograder.engine.space import mount_space, private_mounts, unmount_space  # noqa: E402
 from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME  # noqa: E402
 
 
@@ -364,7 +365,23 @@ def _execute(
 
 
 def run(job: Job) -> None:
-    """Execute the job's notebook and write its events."""
+    """Execute the job's notebook and write its events; a jailed kernel works in a space of its own
+    (:mod:`autograder.engine.space`), mounted over the job folder for the job's length."""
+    if not job.jail_spec:
+        _run(job)
+        return
+    spec = json.loads(Path(job.jail_spec).read_text())
+    try:
+        mount_space(job.workdir, int(spec["space_bytes"]), int(spec["space_inodes"]))
+    except OSError as exc:  # the kernel's jail refuses to start without it, and says so
+        print(f"cannot mount the kernel's space: {exc}", file=sys.stderr, flush=True)
+    try:
+        _run(job)
+    finally:
+        unmount_space(job.workdir)
+
+
+def _run(job: Job) -> None:
     events = Events(Path(job.events))
     events.write({"event": "start"})
     workdir = job.workdir
@@ -505,6 +522,7 @@ def serve(zygote_dir: Path | None = None) -> int:
 
 def main(argv: list[str]) -> int:
     """Run the job described by the JSON file ``argv[0]``, or serve jobs with ``--serve``."""
+    private_mounts()  # first, while this process has no thread and no child: see space.py
     if argv[:1] == ["--serve"]:
         return serve(Path(argv[2]) if argv[1:2] == ["--zygote"] else None)
     run(Job.read(Path(argv[0])))
