@@ -144,3 +144,95 @@ def test_a_kernel_creating_files_hits_its_inode_cap(tmp_path: Path) -> None:
         assert space.SPACE_INODES - 200 <= flood["made"] < space.SPACE_INODES, f"{folder}: {flood}"
     files = _outcome(result, "files")
     assert (files.score, files.status) == (7, "graded"), files.reason
+
+
+#: One 300 kB buffer sent as a message of 3 000 parts (each under the per-part limit): 0.9 GB if held.
+MANY_PARTS = """
+import threading
+kernel = get_ipython().kernel
+sent = threading.Event()
+def send():
+    kernel.iopub_thread.socket.send_multipart([b"x" * 300_000] * 3000, copy=False)
+    sent.set()
+kernel.iopub_thread.schedule(send)
+sent.wait(60)
+import time; time.sleep(5)
+"""
+#: Display messages whose parent is no request of the runner's: 200 of 100 kB, 20 MB in all.
+WRONG_PARENT = """
+import datetime, time
+kernel = get_ipython().kernel
+parent = {"msg_id": "not-a-request-of-yours", "msg_type": "execute_request", "session": "s",
+          "username": "u", "date": datetime.datetime.now(), "version": "5.3"}
+for _ in range(200):
+    kernel.session.send(kernel.iopub_socket, "display_data",
+                        {"data": {"text/plain": "z" * 100_000}, "metadata": {}}, parent=parent)
+time.sleep(5)
+"""
+#: The most a runner may hold at its peak, its own interpreter and libraries included.
+RUNNER_PEAK = 300 * 1024**2
+
+
+class RunnerPeak:
+    """The highest peak resident memory (VmHWM) of the grader's runner processes while it ran."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.05):
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    self.peak = max(self.peak, _runner_hwm(entry.path))
+
+    def __enter__(self) -> RunnerPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def _runner_hwm(proc: str) -> int:
+    """A runner child of this process's peak resident memory in bytes, 0 for any other process."""
+    try:
+        if b"autograder.engine.runner" not in Path(proc, "cmdline").read_bytes():
+            return 0
+        status = Path(proc, "status").read_text()
+    except OSError:
+        return 0
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if int(fields["PPid"]) != os.getpid():
+        return 0
+    return int(fields["VmHWM"].split()[0]) * 1024
+
+
+def _grade_after_mse(tmp_path: Path, student: str, code: str) -> ClassResult:
+    root = tmp_path / "course"
+    ensure_course(root, FIXTURE)
+    source, release = source_and_release(root, ASSIGNMENT)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    nbformat.write(after(solved(source, release), "mse_loss", code), inbox / f"{student}_{ASSIGNMENT}.ipynb")
+    return grade_class(inbox, ASSIGNMENT, root, FIXTURE, workers=1, limits=LIMITS, progress=False)
+
+
+def test_a_message_of_thousands_of_parts_is_refused_before_the_runner_holds_it(tmp_path: Path) -> None:
+    with RunnerPeak() as runner:
+        result = _grade_after_mse(tmp_path, "parts", MANY_PARTS)
+    (o,) = result.outcomes
+    assert o.status == "stopped" and "output" in (o.reason or ""), o.reason
+    assert o.score == 4, "the cells before the attack keep their points"
+    assert 0 < runner.peak < RUNNER_PEAK, f"the runner peaked at {runner.peak / 1024**2:.0f} MiB"
+
+
+def test_messages_of_another_parent_count_against_the_output_budget(tmp_path: Path) -> None:
+    with RunnerPeak() as runner:
+        result = _grade_after_mse(tmp_path, "flood", WRONG_PARENT)
+    (o,) = result.outcomes
+    assert o.status == "stopped" and "output" in (o.reason or ""), o.reason
+    assert o.score == 4, "the cells before the attack keep their points"
+    assert 0 < runner.peak < RUNNER_PEAK, f"the runner peaked at {runner.peak / 1024**2:.0f} MiB"
