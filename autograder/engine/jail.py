@@ -12,8 +12,9 @@ which:
    system's libraries and the Python installation read-only, the virtual environment read-only,
    of the course's own packages only the collect side of the checks and ``utils`` (never
    ``autograder.grading``, where references are computed, nor the engine), no PyTorch at all for
-   a numpy notebook, its own job folder read-write, private size-capped ``/tmp``, ``/var/tmp`` and
-   ``/dev/shm``, a few device nodes, and a fresh ``/proc`` that shows only its own processes; and
+   a numpy notebook, its job folder, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` read-write, all four
+   folders of one tmpfs capped in bytes and files (:mod:`autograder.engine.space`, mounted by the
+   runner), a few device nodes, and a fresh ``/proc`` that shows only its own processes; and
    pivots into it, so that nothing else of the machine exists for it;
 4. sets resource limits (address space per process, file size, open files, processes);
 5. drops to its own unprivileged user id with ``no_new_privs`` (no setuid binary can raise it);
@@ -64,9 +65,6 @@ UID_RANGE = range(200_000, 260_000)
 UID_LOCKS = Path("/run/backprop-course/uids")
 #: The folder the new root is assembled on before the kernel pivots into it.
 ROOT_MOUNT = Path("/run/backprop-course/root")
-#: Size caps of the kernel's private writable folders (tmpfs, so they count as memory).
-TMP_BYTES = 256 * 1024**2
-SHM_BYTES = 64 * 1024**2
 
 #: The only variables of the grader's environment a kernel sees; everything else is dropped.
 KERNEL_ENV = (
@@ -174,16 +172,19 @@ def kernel_view(numpy_only: bool) -> dict[str, list[str]]:
 
 
 def spec_for(workdir: Path, *, memory_bytes: int, file_bytes: int, processes: int, numpy_only: bool) -> dict:
-    """The jail spec of one kernel: its folder, its view of the machine and its limits."""
+    """The jail spec of one kernel: its folder, its writable space, its view of the machine and its limits."""
+    from autograder.engine import space
+
     return {
         "workdir": str(workdir),
+        "space": space.space_of(str(workdir)),
+        "space_bytes": space.space_bytes(memory_bytes),
+        "space_inodes": space.SPACE_INODES,
         "view": kernel_view(numpy_only),
         "numpy_only": numpy_only,
         "memory_bytes": memory_bytes,
         "file_bytes": file_bytes,
         "processes": processes,
-        "tmp_bytes": TMP_BYTES,
-        "shm_bytes": SHM_BYTES,
     }
 
 
@@ -398,9 +399,12 @@ def _build_root(spec: dict) -> str:
     os.makedirs(root, exist_ok=True)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=16m")
     view = spec["view"]
+    space = spec["space"]
+    if not os.path.ismount(space):  # never the machine's disk for want of the runner's tmpfs
+        raise OSError(f"the kernel's writable space {space} is not mounted (the runner mounts it)")
     # Private folders first: a course checked out under /tmp is then mounted on top of them.
-    for private in ("/tmp", "/var/tmp"):
-        _tmpfs(root + private, int(spec["tmp_bytes"]), mode="1777")
+    for private, folder in (("/tmp", "tmp"), ("/var/tmp", "var-tmp")):
+        _bind(os.path.join(space, folder), root + private, read_only=False)
     for path in sorted(view["ro"], key=len):
         _place(root, path)
     for folder, entries in view["packages"].items():
@@ -421,7 +425,7 @@ def _build_root(spec: dict) -> str:
     for device in DEVICES:
         if os.path.exists(device):
             _bind(device, root + device, read_only=False, device=True)
-    _tmpfs(root + "/dev/shm", int(spec["shm_bytes"]), mode="1777")
+    _bind(os.path.join(space, "shm"), root + "/dev/shm", read_only=False)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):  # fmt: skip
         os.symlink(target, f"{root}/dev/{name}")

@@ -36,7 +36,9 @@ from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError  # noqa: E402
 
 from autograder.engine.contract import Events, Job, Stop, StopReason, cell_event, end_event  # noqa: E402
+from autograder.engine.relay import Relay  # noqa: E402
 from autograder.engine.seeds import hidden_lines, redact  # noqa: E402
+from autograder.engine.space import mount_space, private_mounts, unmount_space  # noqa: E402
 from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME  # noqa: E402
 
 
@@ -91,6 +93,32 @@ class JailedKernelManager(AsyncKernelManager):
     jail_spec: str | None = None
     pid_file: str | None = None
     """Where the zygote's stand-in writes the forked kernel's process id."""
+    relay_base: str | None = None
+    """Where the client's sockets are, when it talks to the kernel through a :class:`Relay`."""
+    relay_limits: tuple[int, int, int] = (0, 0, 0)
+    relay: Relay | None = None
+
+    def client(self, **kwargs: Any) -> Any:
+        """A client of the kernel, through a :class:`Relay` when ``relay_base`` is set: ZeroMQ would
+        hold a whole multipart message of the kernel, of any size, before the runner could read it."""
+        if self.relay_base and self.transport == "ipc":
+            info = self.get_connection_info()
+            ports = [info[f"{c}_port"] for c in ("shell", "iopub", "stdin", "control", "hb")]
+            if self.relay is not None:
+                self.relay.close()
+            self.relay = Relay(self.ip, self.relay_base, ports, self.relay_limits, self.relay_over)
+            kwargs["ip"] = self.relay_base
+        return super().client(**kwargs)
+
+    def relay_over(self, sentence: str, size: bool) -> None:
+        """What the relay calls when the kernel broke a bound: the notebook stops (:class:`LimitedClient`
+        reads the sentence), and the kernel with it."""
+        self.relay_stop = (sentence, size)
+        process = kernel_process(self)
+        if process is not None and process.poll() is None:
+            process.kill()
+
+    relay_stop: tuple[str, bool] | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         command = super().format_kernel_cmd(extra_arguments)
@@ -138,7 +166,22 @@ class LimitedClient(NotebookClient):
     bad_message: str | None = None
     """Why a message of the learner's kernel could not be handled, when one could not."""
 
-    def process_message(self, msg: dict, cell: Any, cell_index: int) -> Any:
+    async def _async_poll_output_msg(self, parent_msg_id: str, cell: Any, cell_index: int) -> None:
+        """nbclient's loop, with every message counted, whatever its parent (nbclient drops those of
+        another request unread)."""
+        assert self.kc is not None
+        while True:
+            msg = await self.kc.iopub_channel.get_msg(timeout=None)
+            if not self._counted(msg):
+                return
+            if msg["parent_header"].get("msg_id") == parent_msg_id:
+                try:
+                    self.process_message(msg, cell, cell_index)
+                except CellExecutionComplete:
+                    return
+
+    def _counted(self, msg: dict) -> bool:
+        """Count ``msg`` against the budget; False (and the kernel stopped) once past it."""
         content = msg.get("content", {})
         self.output_used += len(json.dumps(content, default=str)) + sum(
             len(b) for b in msg.get("buffers", [])
@@ -146,6 +189,11 @@ class LimitedClient(NotebookClient):
         if self.output_used > self.output_budget:
             self._stop_kernel()
             self.output_exceeded = True
+            return False
+        return True
+
+    def process_message(self, msg: dict, cell: Any, cell_index: int) -> Any:
+        if self.output_exceeded:
             return None
         try:
             return super().process_message(msg, cell, cell_index)
@@ -198,6 +246,17 @@ def bound_messages(km: AsyncKernelManager, limit: int) -> None:
 
 #: A message's envelope (header, signature, metadata) beyond its content, allowed on top of the budget.
 MESSAGE_OVERHEAD = 64 * 1024
+#: The most parts one message of a kernel may have (a Jupyter message has 7, and its binary buffers).
+MESSAGE_FRAMES = 64
+#: Everything a kernel sends (every message on every channel, envelopes included) may add up to this
+#: many times the output budget, and :data:`STREAM_EXTRA` more.
+STREAM_FACTOR, STREAM_EXTRA = 4, 16 * 1024**2
+
+
+def relay_limits(output_bytes: int) -> tuple[int, int, int]:
+    """The relay's bounds for a kernel: one message's bytes and parts, and all its messages' bytes."""
+    return output_bytes + MESSAGE_OVERHEAD, MESSAGE_FRAMES, STREAM_FACTOR * output_bytes + STREAM_EXTRA
+
 
 #: A learner's error message is cut to this many characters in the events (and so in feedback).
 ERROR_LENGTH = 500
@@ -337,6 +396,10 @@ def _execute(
             status = "timeout"
         except DeadKernelError:
             status = "dead"
+        if client.km.relay_stop is not None:
+            sentence, size = client.km.relay_stop
+            client.output_exceeded = client.output_exceeded or size
+            client.bad_message = client.bad_message or (None if size else sentence)
         if client.bad_message:
             status = "bad_message"
         elif client.output_exceeded or (client.refused_oversized() and _kernel_alive(client.km)):
@@ -364,7 +427,23 @@ def _execute(
 
 
 def run(job: Job) -> None:
-    """Execute the job's notebook and write its events."""
+    """Execute the job's notebook and write its events; a jailed kernel works in a space of its own
+    (:mod:`autograder.engine.space`), mounted over the job folder for the job's length."""
+    if not job.jail_spec:
+        _run(job)
+        return
+    spec = json.loads(Path(job.jail_spec).read_text())
+    try:
+        mount_space(job.workdir, int(spec["space_bytes"]), int(spec["space_inodes"]))
+    except OSError as exc:  # the kernel's jail refuses to start without it, and says so
+        print(f"cannot mount the kernel's space: {exc}", file=sys.stderr, flush=True)
+    try:
+        _run(job)
+    finally:
+        unmount_space(job.workdir)
+
+
+def _run(job: Job) -> None:
     events = Events(Path(job.events))
     events.write({"event": "start"})
     workdir = job.workdir
@@ -382,6 +461,9 @@ def run(job: Job) -> None:
     km.jail_spec = job.jail_spec
     km.client_factory = QuickReadyClient
     km.pid_file = os.path.join(os.path.dirname(workdir), os.path.basename(workdir) + ".kernel.pid")
+    if job.jail_spec:  # the kernel is the learner's: its messages come through a relay that bounds them
+        km.relay_base = os.path.join(os.path.dirname(workdir), os.path.basename(workdir) + ".relay")
+        km.relay_limits = relay_limits(int(job.output_bytes))
     clock = KernelClock(km)
     bound_messages(km, int(job.output_bytes) + MESSAGE_OVERHEAD)
     client = LimitedClient(
@@ -422,6 +504,8 @@ def run(job: Job) -> None:
         # Whatever happened, nothing of the kernel may outlive the job.
         if process is not None and process.poll() is None:
             process.kill()
+        if km.relay is not None:
+            km.relay.close()
     if job.executed:
         nbformat.write(nb, job.executed)
     events.write(end_event(stop, round(time.monotonic() - start, 3)))
@@ -505,6 +589,7 @@ def serve(zygote_dir: Path | None = None) -> int:
 
 def main(argv: list[str]) -> int:
     """Run the job described by the JSON file ``argv[0]``, or serve jobs with ``--serve``."""
+    private_mounts()  # first, while this process has no thread and no child: see space.py
     if argv[:1] == ["--serve"]:
         return serve(Path(argv[2]) if argv[1:2] == ["--zygote"] else None)
     run(Job.read(Path(argv[0])))
