@@ -22,6 +22,7 @@ The graders are in :mod:`autograder.grading.custom_functions`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -319,18 +320,57 @@ def jacobian_inputs(seed: int) -> dict[str, np.ndarray]:
     return {"x": rng.standard_normal((3, 2)), "W": rng.standard_normal((4, 2)), "b": rng.standard_normal(4)}
 
 
+#: The case of each dtype with a planted error (see :func:`planted_layer`), by the plain case's label.
+PLANTED = {label: f"{label}, planted error" for label in DTYPES}
+#: The planted error's size in each dtype: far above the dtype's own finite-difference error, so that
+#: the maximum is the planted entry's, and drawn from a wide range, so that one seed's answer is not
+#: another's (float64 answers agree to 1e-8, float32 ones to about 0.5).
+PLANTED_SIZES = {"float64": (1e-2, 1.0), "float32": (10.0, 100.0)}
+
+
+def planted_error(seed: int) -> dict[str, Any]:
+    """Where the planted error of this seed sits (input ``k``, its flat element ``j``, the output's flat
+    element ``i``) and its size in each dtype, log-uniform in :data:`PLANTED_SIZES`."""
+    rng = np.random.default_rng(case_seed(seed, 1))
+    shapes = [a.shape for a in jacobian_inputs(seed).values()]
+    k = int(rng.integers(len(shapes)))
+    where = {"k": k, "j": int(rng.integers(int(np.prod(shapes[k])))), "i": int(rng.integers(3 * 4))}
+    sizes = {label: float(10 ** rng.uniform(*np.log10(bounds))) for label, bounds in PLANTED_SIZES.items()}
+    return {**where, "sizes": sizes}
+
+
+def planted_layer(seed: int, label: str) -> Callable[..., torch.Tensor]:
+    """:func:`tanh_linear` whose analytical Jacobian has one entry off by the seed's planted error: the
+    forward adds ``size * (t_j - t_j.detach())`` (exactly 0) to output element i, so autograd's
+    d out_i / d t_j grows by ``size`` and finite differences see nothing. ``max_jacobian_error`` of it
+    is the planted size, give or take the dtype's own error: the answer depends on the seed."""
+    plant = planted_error(seed)
+    size = plant["sizes"][label]
+
+    def tanh_linear_planted(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = tanh_linear(x, W, b)
+        element = (x, W, b)[plant["k"]].reshape(-1)[plant["j"]]
+        bump = torch.zeros(out.numel(), dtype=out.dtype)
+        bump[plant["i"]] = size
+        return out + (bump * (element - element.detach())).view_as(out)
+
+    return tanh_linear_planted
+
+
 def collect_max_jacobian_error(max_jacobian_error: Any, *, seed: int = 0) -> Evidence:
-    """Call the learner's ``max_jacobian_error(tanh_linear, inputs)`` with float64 and float32 inputs."""
+    """Call the learner's ``max_jacobian_error(fn, inputs)`` with float64 and float32 inputs, on
+    :func:`tanh_linear` and on the same layer with the seed's planted error."""
     arrays = jacobian_inputs(seed)
     cases = {}
     for label, dtype in DTYPES.items():
-        tensors = tuple(torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays.values())
-        outcome = call(max_jacobian_error, tanh_linear, tensors, name="max_jacobian_error")
-        cases[label] = {
-            "error": outcome.error,
-            "notes": outcome.notes,
-            "value": freeze(outcome.result) if outcome.ok else None,
-        }
+        for case, fn in ((label, tanh_linear), (PLANTED[label], planted_layer(seed, label))):
+            tensors = tuple(torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays.values())
+            outcome = call(max_jacobian_error, fn, tensors, name="max_jacobian_error")
+            cases[case] = {
+                "error": outcome.error,
+                "notes": outcome.notes,
+                "value": freeze(outcome.result) if outcome.ok else None,
+            }
     return {"check": "max_jacobian_error", "seed": seed, "cases": cases}
 
 
@@ -443,6 +483,20 @@ def check_linear_module(Linear: Any, *, seed: int = 0) -> float:
 
 #: The recipe train_spiral follows (its docstring states it); the check passes these explicitly.
 SPIRAL_STEPS, SPIRAL_HIDDEN, SPIRAL_LR = 30, 32, 1.0
+#: The ranges a hidden test's steps and hidden units are drawn from (never the visible call's values):
+#: losses recorded for another seed's run have another length, so they cannot stand for this one's.
+SPIRAL_STEP_RANGE, SPIRAL_HIDDEN_RANGE = range(20, 41), range(16, 49)
+
+
+def spiral_recipe(seed: int) -> dict[str, Any]:
+    """The ``steps``, ``hidden`` and ``lr`` the check passes to train_spiral for ``seed``: the notebook's
+    (30, 32, 1.0) for the visible seed 0, and for any other, sizes drawn from it, never those."""
+    if seed == 0:
+        return {"steps": SPIRAL_STEPS, "hidden": SPIRAL_HIDDEN, "lr": SPIRAL_LR}
+    rng = np.random.default_rng(case_seed(seed, 2))
+    steps = rng.choice([n for n in SPIRAL_STEP_RANGE if n != SPIRAL_STEPS])
+    hidden = rng.choice([n for n in SPIRAL_HIDDEN_RANGE if n != SPIRAL_HIDDEN])
+    return {"steps": int(steps), "hidden": int(hidden), "lr": SPIRAL_LR}
 
 
 def _counting(cls: Any, counts: dict[str, int]) -> Any:
@@ -476,9 +530,7 @@ def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Ev
                 train_spiral,
                 _counting(cls, counts),
                 seed=seed,
-                steps=SPIRAL_STEPS,
-                hidden=SPIRAL_HIDDEN,
-                lr=SPIRAL_LR,
+                **spiral_recipe(seed),
                 name="train_spiral",
             )
         runs[label] = {
