@@ -120,3 +120,163 @@ def test_a_backward_that_asks_autograd_or_ignores_its_gradient_is_flagged(kind: 
 def test_a_test_cell_grades_the_names_it_hands_to_its_checks() -> None:
     source = "score = check_linear_function(LinearFunction)\nscore = check_train_spiral(train_spiral, Linear)"
     assert graded_names(source) == {"LinearFunction", "train_spiral", "Linear"}
+
+
+def _linear_function(backward_line: str, prelude: str = "", base: str = "torch.autograd.Function") -> str:
+    """LinearFunction, whose backward returns ``backward_line`` after ``prelude`` (module level)."""
+    return f"""
+import torch
+{prelude}
+
+class LinearFunction({base}):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        return input @ weight.T + (bias if bias is not None else 0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        with torch.enable_grad():
+            x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+            out = x @ w.T
+        return {backward_line}
+"""
+
+
+GRADS = "(*{}(out, (x, w), grad_output), grad_output.sum(0))"
+HELPER = "def gradients(out, inputs, upstream):\n    return {}(out, inputs, upstream)\n"
+#: Ways of writing ``torch.autograd.grad`` or ``torch.func.vjp`` that the method check follows.
+EVASIONS = {
+    "an alias of the module": _linear_function(GRADS.format("ag.grad"), "ag = torch.autograd"),
+    "from torch import autograd as A": _linear_function(
+        GRADS.format("A.grad"), "from torch import autograd as A"
+    ),
+    "import torch.autograd as ag": _linear_function(GRADS.format("ag.grad"), "import torch.autograd as ag"),
+    "from torch.autograd import grad as g": _linear_function(
+        GRADS.format("g"), "from torch.autograd import grad as g"
+    ),
+    "an alias of the function": _linear_function(GRADS.format("g"), "g = torch.autograd.grad"),
+    "getattr with a constant": _linear_function(GRADS.format('getattr(torch.autograd, "grad")')),
+    "getattr twice": _linear_function(GRADS.format('getattr(getattr(torch, "autograd"), "grad")')),
+    "importlib": _linear_function(
+        '(*importlib.import_module("torch.func").vjp(lambda a, b: a @ b.T, x, w)[1](grad_output), None)',
+        "import importlib",
+    ),
+    "import_module under an alias": _linear_function(
+        GRADS.format('load("torch.autograd").grad'), "from importlib import import_module as load"
+    ),
+    "__import__ with a fromlist": _linear_function(
+        '(*__import__("torch.func", fromlist=["vjp"]).vjp(lambda a, b: a @ b.T, x, w)[1](grad_output), None)'
+    ),
+    "__import__ of the package": _linear_function(
+        '(*__import__("torch").func.vjp(lambda a, b: a @ b.T, x, w)[1](grad_output), None)'
+    ),
+    "sys.modules": _linear_function(GRADS.format('sys.modules["torch.autograd"].grad'), "import sys"),
+    "a module's __dict__": _linear_function(GRADS.format('vars(torch.autograd)["grad"]')),
+    "a helper in the same cell": _linear_function(
+        GRADS.format("gradients"), HELPER.format("torch.autograd.grad")
+    ),
+    "a helper of a helper": _linear_function(
+        GRADS.format("outer"),
+        HELPER.format("torch.autograd.grad") + "def outer(*a):\n    return gradients(*a)\n",
+    ),
+    "a lambda helper": _linear_function(GRADS.format("pull"), "pull = lambda *a: torch.autograd.grad(*a)"),
+    "an aliased Function base": _linear_function(
+        GRADS.format("torch.autograd.grad"), "Fn = torch.autograd.Function", base="Fn"
+    ),
+    "a subclass of a Function subclass": _linear_function(
+        GRADS.format("torch.autograd.grad"), "class Base(torch.autograd.Function):\n    pass", base="Base"
+    ),
+    "type(...)": """
+import torch
+
+def forward(ctx, input, weight, bias=None):
+    ctx.save_for_backward(input, weight)
+    return input @ weight.T
+
+def backward(ctx, grad_output):
+    input, weight = ctx.saved_tensors
+    with torch.enable_grad():
+        x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+        return (*torch.autograd.grad(x @ w.T, (x, w), grad_output), None)
+
+LinearFunction = type(
+    "LinearFunction",
+    (torch.autograd.Function,),
+    {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+)
+""",
+    "backward assigned in the class body": """
+import torch
+
+def vjp_backward(ctx, grad_output):
+    (x,) = ctx.saved_tensors
+    return torch.func.vjp(torch.exp, x)[1](grad_output)[0]
+
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    backward = staticmethod(vjp_backward)
+""",
+    "backward assigned after the class": """
+import torch
+
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+def later(ctx, grad_output):
+    (x,) = ctx.saved_tensors
+    return torch.func.vjp(torch.exp, x)[1](grad_output)[0]
+
+LinearFunction.backward = staticmethod(later)
+""",
+    "a method of the class": _linear_function(GRADS.format("LinearFunction._grads"), "").replace(
+        "    @staticmethod\n    def backward",
+        "    @staticmethod\n    def _grads(*a):\n        return torch.autograd.grad(*a)\n\n"
+        "    @staticmethod\n    def backward",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EVASIONS))
+def test_a_backward_that_asks_autograd_under_another_name_is_flagged(kind: str) -> None:
+    found = flags_for("linear_function", EVASIONS[kind], numpy_only=False)
+    assert [f.name for f in found] == ["LinearFunction"], found
+    assert found[0].reason.startswith("its backward calls") and found[0].cell == "linear_function"
+
+
+def test_a_helper_in_another_answer_cell_is_followed() -> None:
+    helper = {"id": "helpers", "source": "import torch as t\nag = t.autograd\n" + HELPER.format("ag.grad")}
+    answer = {"id": "linear_function", "source": _linear_function(GRADS.format("gradients"))}
+    (flag,) = flags([helper, answer], numpy_only=False)
+    assert (flag.name, flag.cell) == ("LinearFunction", "linear_function")
+    assert "gradients(...), which calls ag.grad(...), which is torch.autograd.grad" in flag.reason
+    # read alone, the answer cell names a function it does not define: nothing to follow
+    assert flags([answer], numpy_only=False) == []
+
+
+LEGITIMATE = {
+    "autograd used outside backward": _linear_function(
+        "grad_output @ weight, grad_output.T @ input, grad_output.sum(0)",
+        "ag = torch.autograd\ndef check(f, x):\n    return ag.gradcheck(f, x)",
+    ),
+    "a helper that computes": _linear_function(
+        "gradients(input, weight, grad_output)",
+        "def gradients(x, w, g):\n    return g @ w, g.T @ x, g.sum(0)",
+    ),
+    "getattr of something else": _linear_function(
+        'getattr(torch, "mm")(grad_output, weight), grad_output.T @ input, grad_output.sum(0)'
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEGITIMATE))
+def test_a_backward_that_computes_its_gradient_is_not_flagged(kind: str) -> None:
+    assert flags_for("linear_function", LEGITIMATE[kind], numpy_only=False) == []
