@@ -188,6 +188,10 @@ EVASIONS = {
     "a subclass of a Function subclass": _linear_function(
         GRADS.format("torch.autograd.grad"), "class Base(torch.autograd.Function):\n    pass", base="Base"
     ),
+    "an attribute set in forward": _linear_function(GRADS.format("ctx.pull")).replace(
+        "ctx.save_for_backward(input, weight, bias)",
+        "ctx.save_for_backward(input, weight, bias)\n        ctx.pull = torch.autograd.grad",
+    ),
     "type(...)": """
 import torch
 
@@ -280,3 +284,72 @@ LEGITIMATE = {
 @pytest.mark.parametrize("kind", sorted(LEGITIMATE))
 def test_a_backward_that_computes_its_gradient_is_not_flagged(kind: str) -> None:
     assert flags_for("linear_function", LEGITIMATE[kind], numpy_only=False) == []
+
+
+#: An evasion that earned 5.68 of 6 with --withhold-flagged: the backward asks autograd through a helper
+#: defined in another answer cell, under an alias of torch.autograd; needs_input_grad is honoured.
+HELPER_CELL = """
+ag = torch.autograd
+
+
+def gradients(out, inputs, upstream):
+    return ag.grad(out, inputs, upstream)
+"""
+EVADING_LINEAR_FUNCTION = """
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        return output + bias if bias is not None else output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        with torch.enable_grad():
+            x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+            gx, gw = gradients(x.mm(w.t()), (x, w), grad_output)
+        needs = ctx.needs_input_grad
+        gb = grad_output.sum(0) if bias is not None and needs[2] else None
+        return (gx if needs[0] else None), (gw if needs[1] else None), gb
+"""
+
+
+def test_withhold_flagged_sets_the_evading_exercises_test_cell_to_zero(tmp_path) -> None:
+    from notebook_helpers import solved_notebook
+
+    from autograder.course import SOLUTIONS
+    from autograder.engine.pipeline import ensure_course, grade_class
+
+    name = "04_custom_functions"
+    root = tmp_path / "course"
+    ensure_course(root, SOLUTIONS, only=[name])
+    nb = solved_notebook(name)
+    answers = {grade_id(c): c for c in nb.cells if is_solution(c)}
+    answers["mul_constant"].source += HELPER_CELL
+    answers["linear_function"].source = EVADING_LINEAR_FUNCTION
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    nbformat.write(nb, inbox / f"evader_{name}.ipynb")
+    result = grade_class(inbox, name, root, SOLUTIONS, workers=1, progress=False, withhold_flagged=True)
+    (outcome,) = result.outcomes
+    assert outcome.status == "graded", outcome.reason
+    (flag,) = outcome.flags
+    assert flag.startswith("LinearFunction (in cell ") and "torch.autograd.grad" in flag
+    scores = {c["grade_id"]: c for c in outcome.cells}
+    withheld = scores["test_linear_function"]
+    assert withheld["score"] == 0.0 and withheld["feedback"].startswith("points withheld")
+    assert "needs_input_grad" in withheld["feedback"], "the check's own report follows the reason"
+    # the other exercises keep their points: MulConstant (whose cell holds the helper) is not flagged
+    assert scores["test_mul_constant"]["score"] == 1.0
+    assert outcome.score == outcome.max_score - withheld["points"]
+
+
+def test_what_the_readme_says_still_evades_is_not_flagged() -> None:
+    """The look is static: a name computed at run time, exec, a function kept in a container (README)."""
+    for line in (
+        'getattr(torch.autograd, "gr" + "ad")',
+        'eval("torch.autograd.grad")',
+        "[torch.autograd.grad][0]",
+    ):
+        assert flags_for("linear_function", _linear_function(GRADS.format(line)), numpy_only=False) == []

@@ -121,7 +121,10 @@ class Names:
         if isinstance(expr, ast.Name):
             return self._resolve_name(expr.id, depth)
         if isinstance(expr, ast.Attribute):
-            return {f"{base}.{expr.attr}" for base in self.resolve(expr.value, depth + 1)}
+            found = {f"{base}.{expr.attr}" for base in self.resolve(expr.value, depth + 1)}
+            if isinstance(expr.value, ast.Name):  # an attribute set to something: ctx.g = torch.autograd.grad
+                found |= self._assigned(f"{expr.value.id}.{expr.attr}", depth)
+            return found
         if isinstance(expr, ast.Call):
             return self._resolve_call(expr, depth)
         if isinstance(expr, ast.Subscript) and isinstance(key := _constant(expr.slice), str):
@@ -129,13 +132,16 @@ class Names:
         return {UNKNOWN}
 
     def _resolve_name(self, name: str, depth: int) -> set[str]:
-        found: set[str] = set()
-        if name in self.bodies or name in self.classes:
-            found.add(name)
-        for value in self.values.get(name, []):
-            found |= {value} if isinstance(value, str) else self.resolve(value, depth + 1)
+        found = {name} if name in self.bodies or name in self.classes else set()
+        found |= self._assigned(name, depth)
         # a name defined nowhere in the answers is a builtin, a module the notebook imports, or a parameter
         return found or {name}
+
+    def _assigned(self, name: str, depth: int) -> set[str]:
+        found: set[str] = set()
+        for value in self.values.get(name, []):
+            found |= {value} if isinstance(value, str) else self.resolve(value, depth + 1)
+        return found
 
     def _resolve_call(self, call: ast.Call, depth: int) -> set[str]:
         funcs = self.resolve(call.func, depth + 1)
@@ -176,8 +182,11 @@ class Names:
 
 
 def _target_names(target: ast.expr) -> list[str]:
+    """The names an assignment target binds: ``x``, each of ``x, y``, and ``obj.attr`` for an attribute."""
     if isinstance(target, ast.Name):
         return [target.id]
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+        return [f"{target.value.id}.{target.attr}"]
     if isinstance(target, (ast.Tuple, ast.List)):
         return [name for element in target.elts for name in _target_names(element)]
     return []
