@@ -114,3 +114,29 @@ def test_visible_evidence_relabelled_with_a_hidden_seed_fails(
         assert replayed.score > 0, (
             f"{check.name} now depends on its seed in every item: take it off STRUCTURAL"
         )
+
+
+def test_no_drawn_seed_meets_the_visible_calls_data() -> None:
+    """What makes the four checks that used to ignore their seed fail replayed evidence holds for every
+    seed the engine draws, not only for HIDDEN_SEED: the drawn values never come near the visible ones."""
+    import numpy as np
+
+    from autograder.checks.core import case_seed
+    from autograder.checks.custom_functions import planted_error, spiral_recipe
+    from autograder.checks.linear_layer import fit_data
+    from autograder.checks.two_layer_net import TURNS, training_data
+    from autograder.engine.seeds import draw
+    from backprop_utils.data import make_spiral
+
+    visible_sine = next(iter(fit_data(0).values()))[1]
+    visible_plant = planted_error(0)["sizes"]["float64"]
+    for seed in [draw() for _ in range(100)]:
+        (_, sine), (_, shifted) = fit_data(seed).values()
+        assert np.corrcoef(sine, visible_sine)[0, 1] < 0, "a hidden sine is mirrored"
+        assert np.mean(shifted - sine) >= 1.5, "and shifted further than the visible 1"
+        recipe = spiral_recipe(seed)
+        assert recipe["steps"] != 30 and recipe["hidden"] != 32, "the visible call's sizes are never drawn"
+        assert abs(planted_error(seed)["sizes"]["float64"] - visible_plant) > 1e-6
+        turned, unturned = training_data(seed)[0][-1], make_spiral(seed=case_seed(seed, 1))[0][-1]
+        cosine = turned @ unturned / (np.linalg.norm(turned) * np.linalg.norm(unturned))
+        assert cosine <= np.cos(TURNS[0]) + 1e-9, "a hidden spiral is turned by 90 degrees or more"
