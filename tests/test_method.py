@@ -353,3 +353,34 @@ def test_what_the_readme_says_still_evades_is_not_flagged() -> None:
         "[torch.autograd.grad][0]",
     ):
         assert flags_for("linear_function", _linear_function(GRADS.format(line)), numpy_only=False) == []
+
+
+def test_answers_written_to_stall_the_look_are_read_in_bounded_time() -> None:
+    """Long chains of aliases, helpers and classes, a name assigned thousands of times, expressions too
+    deep to parse or to print: every answer gets a stated outcome, in about a second, never an exception."""
+    import time
+
+    n = 3000
+    hostile = {
+        "helpers": "def h0(*a):\n    return torch.autograd.grad(*a)\n"
+        + "".join(f"def h{i + 1}(*a):\n    return h{i}(*a)\n" for i in range(n)),
+        "aliases": "a0 = torch.autograd\n" + "".join(f"a{i + 1} = a{i}\n" for i in range(n)),
+        "wide": "".join(f"w = x{i}.y{i}\nx{i} = w.z\n" for i in range(n)),
+        "classes": "class C0(torch.autograd.Function):\n    pass\n"
+        + "".join(f"class C{i + 1}(C{i}):\n    pass\n" for i in range(n)),
+        "too deep to parse": "q = torch" + ".a" * 5000,
+    }
+    lines = {"helpers": f"h{n}", "aliases": f"a{n}.grad", "wide": "w.grad", "classes": "g"}
+    start = time.perf_counter()
+    found = {
+        kind: flags_for("c", _linear_function(GRADS.format(lines.get(kind, "q.grad")), prelude), False)
+        for kind, prelude in hostile.items()
+    }
+    found["too deep to print"] = flags_for(
+        "c", _linear_function(GRADS.format("x" + ".a" * 900 + ".backward")), False
+    )
+    assert time.perf_counter() - start < 20
+    # a helper chain of any length is followed; an alias chain is followed 20 deep (the README says so)
+    assert [f.name for f in found["helpers"]] == ["LinearFunction"]
+    assert found["aliases"] == found["wide"] == found["classes"] == found["too deep to parse"] == []
+    assert "nested too deep to show" in found["too deep to print"][0].reason

@@ -66,8 +66,10 @@ def _defined_names(tree: ast.Module) -> list[str]:
 
 #: A function-like definition whose body can be read: a ``def`` or a ``lambda``.
 Body = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-#: How deep :meth:`Names.resolve` follows one name through others (``a = b``, ``b = c``...).
-DEPTH = 8
+#: How deep :meth:`Names.resolve` follows one expression through the names and expressions it refers to
+#: (``a = b``, ``b = c.d``...), and how many paths one name may stand for: a notebook written to make the
+#: look slow (long chains, a name assigned thousands of times) makes it give up early, not hang.
+DEPTH, WIDTH = 20, 64
 #: What stands for a value the look cannot name (a parameter, a call's result).
 UNKNOWN = "?"
 
@@ -81,6 +83,7 @@ class Names:
         self.values: dict[str, list[ast.expr | str]] = {}
         self.bodies: dict[str, Body] = {}
         self.classes: dict[str, ast.ClassDef] = {}
+        self._cache: dict[str, set[str]] = {}
         for tree in trees:
             for node in ast.walk(tree):
                 self._learn(node)
@@ -138,10 +141,17 @@ class Names:
         return found or {name}
 
     def _assigned(self, name: str, depth: int) -> set[str]:
-        found: set[str] = set()
-        for value in self.values.get(name, []):
-            found |= {value} if isinstance(value, str) else self.resolve(value, depth + 1)
-        return found
+        """What the values assigned to ``name`` may stand for, worked out once per name (a name met again
+        while its own values are being worked out, ``a = a.b``, stands for nothing more)."""
+        if name not in self._cache:
+            self._cache[name] = set()
+            found: set[str] = set()
+            for value in self.values.get(name, []):
+                found |= {value} if isinstance(value, str) else self.resolve(value, depth + 1)
+                if len(found) >= WIDTH:
+                    break
+            self._cache[name] = set(sorted(found)[:WIDTH])
+        return self._cache[name]
 
     def _resolve_call(self, call: ast.Call, depth: int) -> set[str]:
         funcs = self.resolve(call.func, depth + 1)
@@ -176,7 +186,9 @@ class Names:
                 if path.rsplit(".", 1)[-1] == "Function":
                     return True
                 cls = self.classes.get(path)
-                if cls is not None and path not in seen and self.is_function_class(cls.bases, seen | {path}):
+                if cls is None or path in seen or len(seen) >= DEPTH:
+                    continue
+                if self.is_function_class(cls.bases, seen | {path}):
                     return True
         return False
 
@@ -209,39 +221,69 @@ def _autograd_path(paths: set[str]) -> str | None:
     return None
 
 
+def _shown(expr: ast.expr, limit: int = 80) -> str:
+    """``expr`` as source for a flag's reason, cut to ``limit`` characters."""
+    try:
+        text = ast.unparse(expr)
+    except RecursionError:
+        return "an expression nested too deep to show"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _autograd_call(node: ast.Call, names: Names) -> str | None:
+    """Why the call ``node`` asks autograd for a gradient itself, or None."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in AUTOGRAD_CALLS:
+        owner = func.value
+        owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+        if func.attr == "backward" or owner_name in AUTOGRAD_MODULES:
+            return f"calls {_shown(func)}(...), asking autograd for the gradient"
+    if isinstance(func, ast.Name) and func.id in ("grad", "vjp", "jacrev", "jacfwd"):
+        return f"calls {func.id}(...), asking autograd for the gradient"
+    found = _autograd_path(names.resolve(func))
+    if found:
+        return f"calls {_shown(func)}(...), which is {found}, asking autograd for the gradient"
+    return None
+
+
 def _asks_autograd(body: Body, names: Names, helpers: dict[str, str]) -> str | None:
     """Why ``body`` asks autograd for a gradient (itself, or through a helper in ``helpers``), or None."""
     for node in ast.walk(body):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in AUTOGRAD_CALLS:
-            owner = func.value
-            owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-            if func.attr == "backward" or owner_name in AUTOGRAD_MODULES:
-                return f"calls {ast.unparse(func)}(...), asking autograd for the gradient"
-        if isinstance(func, ast.Name) and func.id in ("grad", "vjp", "jacrev", "jacfwd"):
-            return f"calls {func.id}(...), asking autograd for the gradient"
-        paths = names.resolve(func)
-        found = _autograd_path(paths)
-        if found:
-            return f"calls {ast.unparse(func)}(...), which is {found}, asking autograd for the gradient"
-        helper = next((path for path in sorted(paths) if path in helpers), None)
-        if helper:
-            return f"calls {helper}(...), which {helpers[helper]}"
+        if isinstance(node, ast.Call):
+            why = _autograd_call(node, names)
+            helper = next((path for path in sorted(names.resolve(node.func)) if path in helpers), None)
+            if why or helper:
+                return why or f"calls {helper}(...), which {helpers[helper]}"
     return None
 
 
 def _helpers_asking_autograd(names: Names) -> dict[str, str]:
-    """Every defined function or lambda that asks autograd, itself or through another: name -> why."""
+    """Every defined function or lambda that asks autograd, itself or through others: name -> why. Each
+    body is read once; a helper that calls one that asks is marked from it, caller by caller."""
     found: dict[str, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for name, body in names.bodies.items():
-            if name not in found and (why := _asks_autograd(body, names, found)):
+    callers: dict[str, set[str]] = {}
+    for name, body in names.bodies.items():
+        for node in ast.walk(body):
+            if not isinstance(node, ast.Call):
+                continue
+            why = _autograd_call(node, names)
+            if why and name not in found:
                 found[name] = why
-                changed = True
+            for path in names.resolve(node.func):
+                if path in names.bodies:
+                    callers.setdefault(path, set()).add(name)
+    roots = {name: (name, why) for name, why in found.items()}  # the helper that asks, and how
+    queue = list(found)
+    while queue:
+        callee = queue.pop()
+        for caller in sorted(callers.get(callee, ())):
+            if caller not in found:
+                helper, why = roots[callee]
+                found[caller] = f"calls {callee}(...), which " + (
+                    why if helper == callee else f"leads to {helper}(...), which {why}"
+                )
+                roots[caller] = roots[callee]
+                queue.append(caller)
     return found
 
 
@@ -342,8 +384,8 @@ def _parsed(answers: list[dict[str, str]]) -> list[tuple[str, ast.Module]]:
     for answer in answers:
         try:
             cells.append((answer["id"], ast.parse(answer["source"])))
-        except SyntaxError:  # a cell that does not parse defines nothing: the checks say so
-            continue
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # a cell that does not parse (or nests too deep to) defines nothing: the checks say so
     return cells
 
 
