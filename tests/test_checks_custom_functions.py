@@ -22,6 +22,7 @@ from check_helpers import (
 from torch import nn
 
 from autograder.checks import custom_functions as checks
+from autograder.checks import jacobian_layers
 from autograder.grading.toolkit import backward_returns, step_error
 
 # ---------------------------------------------------------------------------------------------------
@@ -562,18 +563,18 @@ def test_max_jacobian_error_mistakes() -> None:
 
 def jacobian_of_a_fixed_layer(fn, inputs, eps=1e-6):
     """Mistake (or a shortcut): the error of the notebook's own layer, whatever fn it is given."""
-    return max_jacobian_error(checks.tanh_linear, inputs, eps)
+    return max_jacobian_error(jacobian_layers.tanh_linear, inputs, eps)
 
 
 @pytest.mark.parametrize("seed", [0, 7])
 def test_max_jacobian_error_must_measure_the_fn_it_is_given(seed: int) -> None:
     """A planted error of a drawn size in one Jacobian entry: the right answer is that size, so a number
     right in size for any layer (the notebook's own, or a remembered one) earns nothing."""
-    plant = checks.planted_error(seed)
-    assert plant["sizes"] != checks.planted_error(seed + 1)["sizes"]
+    plant = jacobian_layers.planted_error(seed)
+    assert plant["sizes"] != jacobian_layers.planted_error(seed + 1)["sizes"]
     assert max_jacobian_error(
-        checks.planted_layer(seed, "float64"),
-        tuple(torch.tensor(a, requires_grad=True) for a in checks.jacobian_inputs(seed).values()),
+        jacobian_layers.planted_layer(seed, "float64"),
+        tuple(torch.tensor(a, requires_grad=True) for a in jacobian_layers.jacobian_inputs(seed).values()),
     ) == pytest.approx(plant["sizes"]["float64"], abs=1e-8)
     report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_of_a_fixed_layer, seed=seed)
     assert report.score == 0.0

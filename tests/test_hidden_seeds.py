@@ -122,7 +122,8 @@ def test_no_drawn_seed_meets_the_visible_calls_data() -> None:
     import numpy as np
 
     from autograder.checks.core import case_seed
-    from autograder.checks.custom_functions import planted_error, spiral_recipe
+    from autograder.checks.custom_functions import spiral_recipe
+    from autograder.checks.jacobian_layers import planted_error
     from autograder.checks.linear_layer import fit_data
     from autograder.checks.two_layer_net import TURNS, training_data
     from autograder.engine.seeds import draw

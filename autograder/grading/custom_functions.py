@@ -22,7 +22,6 @@ from autograder.checks.core import Evidence, NotAnArray
 from autograder.checks.custom_functions import (
     BACKWARD_BY_HAND,
     BY_HAND_CASES,
-    DTYPES,
     ELEMENTWISE,
     EXP,
     GRAD_NAMES,
@@ -35,18 +34,21 @@ from autograder.checks.custom_functions import (
     MY_RELU,
     NONE_BIAS,
     OMITTED,
-    PLANTED,
     SINGLE,
     SIZE_ONE,
     TRAIN_SPIRAL,
     by_hand_inputs,
     elementwise_inputs,
-    jacobian_inputs,
     linear_function_inputs,
     module_inputs,
+    spiral_recipe,
+)
+from autograder.checks.jacobian_layers import (
+    DTYPES,
+    PLANTED,
+    jacobian_inputs,
     planted_error,
     planted_layer,
-    spiral_recipe,
     tanh_linear,
 )
 from autograder.compare import Verdict, compare
