@@ -37,7 +37,6 @@ STRUCTURAL = {
     "two_layer_net": "the keys of the returned gradients",
     "train_two_layer_net": "the form of (params, losses)",
     "two_layer_loss_torch": "that the loss is part of the autograd graph",
-    "backward_order": "one of the three graphs (the two-layer net) has the same structure for every seed",
     "mul_constant": "tensors saved through save_for_backward",
     "my_relu": "tensors saved through save_for_backward",
     "linear_function": "needs_input_grad honoured; tensors saved through save_for_backward",
