@@ -575,7 +575,8 @@ score
 # of ones; the try-it cell below computes it.)
 #
 # How it is graded: the check calls your `fit_cubic(x, y)` with your default `lr` and `steps`, on this
-# data set and on the same curve shifted up by 1, which only a model whose bias learns can fit. It
+# data set and on the same curve shifted up by 1, which only a model whose bias learns can fit (the
+# hidden test mirrors and rescales the curve and shifts it further, by amounts drawn anew each time). It
 # recomputes the loss of the `W` and `b` you return (it does not use your `losses`) and compares it
 # with the least-squares optimum: within 5% of it counts as converged. Partial credit goes to `W` and
 # `b` of the right shapes, to a `losses` list that goes down and ends at the loss of the parameters you

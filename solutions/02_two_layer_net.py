@@ -811,7 +811,8 @@ score
 # </details>
 #
 # **How it is graded.** The check calls `train_two_layer_net(X, y, seed=...)` itself, with your
-# defaults, on a spiral drawn from a seed this notebook does not use, and measures the training
+# defaults, on a spiral drawn from a seed this notebook does not use (the hidden test also turns it by
+# an angle drawn anew each time), and measures the training
 # accuracy of the parameters you return with the course's own forward pass (not your
 # `two_layer_net`, and not anything your function prints). 1 point for returning `(params, losses)`
 # of the right form (float64 parameters W1 (H, 2), b1 (H,), W2 (3, H), b2 (3,) for any H, and a

@@ -635,7 +635,9 @@ with warnings.catch_warnings():
 # number gradcheck compares with its tolerance: the largest absolute difference between the
 # analytical and the numerical Jacobian, over every input. Work in the dtype of the inputs (do not
 # convert them): the check calls it in float64, where it should be around 1e-10, and in float32,
-# where it should be a few hundredths. For the numerical Jacobian, perturb copies of the inputs
+# where it should be a few hundredths, and in both on the same layer with one entry of its analytical
+# Jacobian off by an amount drawn anew each time, where your answer should be that amount (give or
+# take the dtype's own error). For the numerical Jacobian, perturb copies of the inputs
 # (`t.detach().clone()`) under `torch.no_grad()`.
 #
 # A worked small case to test your understanding: for $f(x) = x^2$ on a vector of 2, the Jacobian is
@@ -866,7 +868,8 @@ score
 #
 # The check (2 points) calls `train_spiral` with your `Linear` and with `nn.Linear` and compares the
 # two loss lists step by step, and the `nn.Linear` run with the course's own run of the same recipe,
-# so follow the docstring exactly.
+# so follow the docstring exactly. The hidden test passes other `steps` and `hidden`, drawn anew each
+# time.
 
 
 # %% solution grade_id="train_spiral"

@@ -22,6 +22,7 @@ from check_helpers import (
 from torch import nn
 
 from autograder.checks import custom_functions as checks
+from autograder.checks import jacobian_layers
 from autograder.grading.toolkit import backward_returns, step_error
 
 # ---------------------------------------------------------------------------------------------------
@@ -558,6 +559,27 @@ def test_max_jacobian_error_mistakes() -> None:
     report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_compared_with_itself)
     assert "float64: small" in failed(report)
     assert "exactly 0" in item(report, "float64: small").message
+
+
+def jacobian_of_a_fixed_layer(fn, inputs, eps=1e-6):
+    """Mistake (or a shortcut): the error of the notebook's own layer, whatever fn it is given."""
+    return max_jacobian_error(jacobian_layers.tanh_linear, inputs, eps)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_max_jacobian_error_must_measure_the_fn_it_is_given(seed: int) -> None:
+    """A planted error of a drawn size in one Jacobian entry: the right answer is that size, so a number
+    right in size for any layer (the notebook's own, or a remembered one) earns nothing."""
+    plant = jacobian_layers.planted_error(seed)
+    assert plant["sizes"] != jacobian_layers.planted_error(seed + 1)["sizes"]
+    assert max_jacobian_error(
+        jacobian_layers.planted_layer(seed, "float64"),
+        tuple(torch.tensor(a, requires_grad=True) for a in jacobian_layers.jacobian_inputs(seed).values()),
+    ) == pytest.approx(plant["sizes"]["float64"], abs=1e-8)
+    report = grade(checks.MAX_JACOBIAN_ERROR, jacobian_of_a_fixed_layer, seed=seed)
+    assert report.score == 0.0
+    assert failed(report) == {"float64: small", "float32: large"}
+    assert "not computed on the fn and inputs given" in item(report, "float64: small").message
 
 
 # ---------------------------------------------------------------------------------------------------

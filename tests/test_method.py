@@ -120,3 +120,267 @@ def test_a_backward_that_asks_autograd_or_ignores_its_gradient_is_flagged(kind: 
 def test_a_test_cell_grades_the_names_it_hands_to_its_checks() -> None:
     source = "score = check_linear_function(LinearFunction)\nscore = check_train_spiral(train_spiral, Linear)"
     assert graded_names(source) == {"LinearFunction", "train_spiral", "Linear"}
+
+
+def _linear_function(backward_line: str, prelude: str = "", base: str = "torch.autograd.Function") -> str:
+    """LinearFunction, whose backward returns ``backward_line`` after ``prelude`` (module level)."""
+    return f"""
+import torch
+{prelude}
+
+class LinearFunction({base}):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        return input @ weight.T + (bias if bias is not None else 0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        with torch.enable_grad():
+            x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+            out = x @ w.T
+        return {backward_line}
+"""
+
+
+GRADS = "(*{}(out, (x, w), grad_output), grad_output.sum(0))"
+HELPER = "def gradients(out, inputs, upstream):\n    return {}(out, inputs, upstream)\n"
+#: Ways of writing ``torch.autograd.grad`` or ``torch.func.vjp`` that the method check follows.
+EVASIONS = {
+    "an alias of the module": _linear_function(GRADS.format("ag.grad"), "ag = torch.autograd"),
+    "from torch import autograd as A": _linear_function(
+        GRADS.format("A.grad"), "from torch import autograd as A"
+    ),
+    "import torch.autograd as ag": _linear_function(GRADS.format("ag.grad"), "import torch.autograd as ag"),
+    "from torch.autograd import grad as g": _linear_function(
+        GRADS.format("g"), "from torch.autograd import grad as g"
+    ),
+    "an alias of the function": _linear_function(GRADS.format("g"), "g = torch.autograd.grad"),
+    "getattr with a constant": _linear_function(GRADS.format('getattr(torch.autograd, "grad")')),
+    "getattr twice": _linear_function(GRADS.format('getattr(getattr(torch, "autograd"), "grad")')),
+    "importlib": _linear_function(
+        '(*importlib.import_module("torch.func").vjp(lambda a, b: a @ b.T, x, w)[1](grad_output), None)',
+        "import importlib",
+    ),
+    "import_module under an alias": _linear_function(
+        GRADS.format('load("torch.autograd").grad'), "from importlib import import_module as load"
+    ),
+    "__import__ with a fromlist": _linear_function(
+        '(*__import__("torch.func", fromlist=["vjp"]).vjp(lambda a, b: a @ b.T, x, w)[1](grad_output), None)'
+    ),
+    "__import__ of the package": _linear_function(
+        '(*__import__("torch").func.vjp(lambda a, b: a @ b.T, x, w)[1](grad_output), None)'
+    ),
+    "sys.modules": _linear_function(GRADS.format('sys.modules["torch.autograd"].grad'), "import sys"),
+    "a module's __dict__": _linear_function(GRADS.format('vars(torch.autograd)["grad"]')),
+    "a helper in the same cell": _linear_function(
+        GRADS.format("gradients"), HELPER.format("torch.autograd.grad")
+    ),
+    "a helper of a helper": _linear_function(
+        GRADS.format("outer"),
+        HELPER.format("torch.autograd.grad") + "def outer(*a):\n    return gradients(*a)\n",
+    ),
+    "a lambda helper": _linear_function(GRADS.format("pull"), "pull = lambda *a: torch.autograd.grad(*a)"),
+    "an aliased Function base": _linear_function(
+        GRADS.format("torch.autograd.grad"), "Fn = torch.autograd.Function", base="Fn"
+    ),
+    "a subclass of a Function subclass": _linear_function(
+        GRADS.format("torch.autograd.grad"), "class Base(torch.autograd.Function):\n    pass", base="Base"
+    ),
+    "an attribute set in forward": _linear_function(GRADS.format("ctx.pull")).replace(
+        "ctx.save_for_backward(input, weight, bias)",
+        "ctx.save_for_backward(input, weight, bias)\n        ctx.pull = torch.autograd.grad",
+    ),
+    "type(...)": """
+import torch
+
+def forward(ctx, input, weight, bias=None):
+    ctx.save_for_backward(input, weight)
+    return input @ weight.T
+
+def backward(ctx, grad_output):
+    input, weight = ctx.saved_tensors
+    with torch.enable_grad():
+        x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+        return (*torch.autograd.grad(x @ w.T, (x, w), grad_output), None)
+
+LinearFunction = type(
+    "LinearFunction",
+    (torch.autograd.Function,),
+    {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+)
+""",
+    "backward assigned in the class body": """
+import torch
+
+def vjp_backward(ctx, grad_output):
+    (x,) = ctx.saved_tensors
+    return torch.func.vjp(torch.exp, x)[1](grad_output)[0]
+
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    backward = staticmethod(vjp_backward)
+""",
+    "backward assigned after the class": """
+import torch
+
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+def later(ctx, grad_output):
+    (x,) = ctx.saved_tensors
+    return torch.func.vjp(torch.exp, x)[1](grad_output)[0]
+
+LinearFunction.backward = staticmethod(later)
+""",
+    "a method of the class": _linear_function(GRADS.format("LinearFunction._grads"), "").replace(
+        "    @staticmethod\n    def backward",
+        "    @staticmethod\n    def _grads(*a):\n        return torch.autograd.grad(*a)\n\n"
+        "    @staticmethod\n    def backward",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EVASIONS))
+def test_a_backward_that_asks_autograd_under_another_name_is_flagged(kind: str) -> None:
+    found = flags_for("linear_function", EVASIONS[kind], numpy_only=False)
+    assert [f.name for f in found] == ["LinearFunction"], found
+    assert found[0].reason.startswith("its backward calls") and found[0].cell == "linear_function"
+
+
+def test_a_helper_in_another_answer_cell_is_followed() -> None:
+    helper = {"id": "helpers", "source": "import torch as t\nag = t.autograd\n" + HELPER.format("ag.grad")}
+    answer = {"id": "linear_function", "source": _linear_function(GRADS.format("gradients"))}
+    (flag,) = flags([helper, answer], numpy_only=False)
+    assert (flag.name, flag.cell) == ("LinearFunction", "linear_function")
+    assert "gradients(...), which calls ag.grad(...), which is torch.autograd.grad" in flag.reason
+    # read alone, the answer cell names a function it does not define: nothing to follow
+    assert flags([answer], numpy_only=False) == []
+
+
+LEGITIMATE = {
+    "autograd used outside backward": _linear_function(
+        "grad_output @ weight, grad_output.T @ input, grad_output.sum(0)",
+        "ag = torch.autograd\ndef check(f, x):\n    return ag.gradcheck(f, x)",
+    ),
+    "a helper that computes": _linear_function(
+        "gradients(input, weight, grad_output)",
+        "def gradients(x, w, g):\n    return g @ w, g.T @ x, g.sum(0)",
+    ),
+    "getattr of something else": _linear_function(
+        'getattr(torch, "mm")(grad_output, weight), grad_output.T @ input, grad_output.sum(0)'
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEGITIMATE))
+def test_a_backward_that_computes_its_gradient_is_not_flagged(kind: str) -> None:
+    assert flags_for("linear_function", LEGITIMATE[kind], numpy_only=False) == []
+
+
+#: An evasion that earned 5.68 of 6 with --withhold-flagged: the backward asks autograd through a helper
+#: defined in another answer cell, under an alias of torch.autograd; needs_input_grad is honoured.
+HELPER_CELL = """
+ag = torch.autograd
+
+
+def gradients(out, inputs, upstream):
+    return ag.grad(out, inputs, upstream)
+"""
+EVADING_LINEAR_FUNCTION = """
+class LinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        return output + bias if bias is not None else output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        with torch.enable_grad():
+            x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+            gx, gw = gradients(x.mm(w.t()), (x, w), grad_output)
+        needs = ctx.needs_input_grad
+        gb = grad_output.sum(0) if bias is not None and needs[2] else None
+        return (gx if needs[0] else None), (gw if needs[1] else None), gb
+"""
+
+
+def test_withhold_flagged_sets_the_evading_exercises_test_cell_to_zero(tmp_path) -> None:
+    from notebook_helpers import solved_notebook
+
+    from autograder.course import SOLUTIONS
+    from autograder.engine.pipeline import ensure_course, grade_class
+
+    name = "04_custom_functions"
+    root = tmp_path / "course"
+    ensure_course(root, SOLUTIONS, only=[name])
+    nb = solved_notebook(name)
+    answers = {grade_id(c): c for c in nb.cells if is_solution(c)}
+    answers["mul_constant"].source += HELPER_CELL
+    answers["linear_function"].source = EVADING_LINEAR_FUNCTION
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    nbformat.write(nb, inbox / f"evader_{name}.ipynb")
+    result = grade_class(inbox, name, root, SOLUTIONS, workers=1, progress=False, withhold_flagged=True)
+    (outcome,) = result.outcomes
+    assert outcome.status == "graded", outcome.reason
+    (flag,) = outcome.flags
+    assert flag.startswith("LinearFunction (in cell ") and "torch.autograd.grad" in flag
+    scores = {c["grade_id"]: c for c in outcome.cells}
+    withheld = scores["test_linear_function"]
+    assert withheld["score"] == 0.0 and withheld["feedback"].startswith("points withheld")
+    assert "needs_input_grad" in withheld["feedback"], "the check's own report follows the reason"
+    # the other exercises keep their points: MulConstant (whose cell holds the helper) is not flagged
+    assert scores["test_mul_constant"]["score"] == 1.0
+    assert outcome.score == outcome.max_score - withheld["points"]
+
+
+def test_what_the_readme_says_still_evades_is_not_flagged() -> None:
+    """The look is static: a name computed at run time, exec, a function kept in a container (README)."""
+    for line in (
+        'getattr(torch.autograd, "gr" + "ad")',
+        'eval("torch.autograd.grad")',
+        "[torch.autograd.grad][0]",
+    ):
+        assert flags_for("linear_function", _linear_function(GRADS.format(line)), numpy_only=False) == []
+
+
+def test_answers_written_to_stall_the_look_are_read_in_bounded_time() -> None:
+    """Long chains of aliases, helpers and classes, a name assigned thousands of times, expressions too
+    deep to parse or to print: every answer gets a stated outcome, in about a second, never an exception."""
+    import time
+
+    n = 3000
+    hostile = {
+        "helpers": "def h0(*a):\n    return torch.autograd.grad(*a)\n"
+        + "".join(f"def h{i + 1}(*a):\n    return h{i}(*a)\n" for i in range(n)),
+        "aliases": "a0 = torch.autograd\n" + "".join(f"a{i + 1} = a{i}\n" for i in range(n)),
+        "wide": "".join(f"w = x{i}.y{i}\nx{i} = w.z\n" for i in range(n)),
+        "classes": "class C0(torch.autograd.Function):\n    pass\n"
+        + "".join(f"class C{i + 1}(C{i}):\n    pass\n" for i in range(n)),
+        "too deep to parse": "q = torch" + ".a" * 5000,
+    }
+    lines = {"helpers": f"h{n}", "aliases": f"a{n}.grad", "wide": "w.grad", "classes": "g"}
+    start = time.perf_counter()
+    found = {
+        kind: flags_for("c", _linear_function(GRADS.format(lines.get(kind, "q.grad")), prelude), False)
+        for kind, prelude in hostile.items()
+    }
+    found["too deep to print"] = flags_for(
+        "c", _linear_function(GRADS.format("x" + ".a" * 900 + ".backward")), False
+    )
+    assert time.perf_counter() - start < 20
+    # a helper chain of any length is followed; an alias chain is followed 20 deep (the README says so)
+    assert [f.name for f in found["helpers"]] == ["LinearFunction"]
+    assert found["aliases"] == found["wide"] == found["classes"] == found["too deep to parse"] == []
+    assert "nested too deep to show" in found["too deep to print"][0].reason

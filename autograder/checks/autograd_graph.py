@@ -138,6 +138,8 @@ UNARY_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 GRAPH_CASES = ("chain", "diamond", "two-layer net")
+#: The hidden activations of a hidden test's two-layer net (the visible call's is ReLU).
+HIDDEN_ACTIVATIONS = ("tanh", "sigmoid")
 
 
 def _ops(seed: int, index: int, k: int) -> list[Callable[[torch.Tensor], torch.Tensor]]:
@@ -153,7 +155,9 @@ def build_graph(kind: str, seed: int) -> torch.Tensor:
     * diamond: ``a = op1(x @ w)`` feeds three nodes, ``(op2(a) * op3(a) + a).sum()``, so a's node must
       wait for gradient from all three, and op2/op3 may run in either order;
     * two-layer net: notebook 02's loss with L2 (``reg = 0.1``): W1 and W2 are used twice (in the
-      affine layers and in the penalty), X and y do not require grad.
+      affine layers and in the penalty), X and y do not require grad. Its hidden activation is ReLU for
+      the visible seed 0 and one of :data:`HIDDEN_ACTIVATIONS`, drawn, for any other: an order
+      recorded for another seed's graph names nodes this one does not have.
     """
     index = GRAPH_CASES.index(kind)
     rng = np.random.default_rng(notebook_case_seed(seed, 10 + index))
@@ -170,7 +174,8 @@ def build_graph(kind: str, seed: int) -> torch.Tensor:
     data = net_inputs(notebook_case_seed(seed, 10 + index), 5)
     p = {k: torch.tensor(data[k], requires_grad=True) for k in PARAM_NAMES}
     X, y = torch.tensor(data["X"]), torch.tensor(data["y"])
-    scores = F.linear(torch.relu(F.linear(X, p["W1"], p["b1"])), p["W2"], p["b2"])
+    activation = torch.relu if seed == 0 else UNARY_OPS[str(rng.choice(HIDDEN_ACTIVATIONS))]
+    scores = F.linear(activation(F.linear(X, p["W1"], p["b1"])), p["W2"], p["b2"])
     return F.cross_entropy(scores, y) + 0.5 * 0.1 * ((p["W1"] ** 2).sum() + (p["W2"] ** 2).sum())
 
 

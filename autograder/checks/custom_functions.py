@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from autograder.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, freeze_losses, register, run_check
 from autograder.checks.functions import Arg, returned, run_function
+from autograder.checks.jacobian_layers import DTYPES, PLANTED, jacobian_inputs, planted_layer, tanh_linear
 
 ELEMENTWISE_POINTS = 1.0
 LINEAR_FUNCTION_POINTS = 6.0
@@ -304,33 +304,21 @@ def check_backward_by_hand(backward_by_hand: Any, *, seed: int = 0) -> float:
 # max_jacobian_error: analytical against numerical Jacobian, float64 and float32
 # ---------------------------------------------------------------------------------------------------
 
-JACOBIAN_EPS = 1e-6
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-def tanh_linear(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``tanh(x @ W.T + b)``: the smooth layer whose Jacobians the check compares."""
-    return torch.tanh(F.linear(x, W, b))
-
-
-def jacobian_inputs(seed: int) -> dict[str, np.ndarray]:
-    """x (3, 2), W (4, 2), b (4,), standard normal."""
-    rng = np.random.default_rng(case_seed(seed, 0))
-    return {"x": rng.standard_normal((3, 2)), "W": rng.standard_normal((4, 2)), "b": rng.standard_normal(4)}
-
 
 def collect_max_jacobian_error(max_jacobian_error: Any, *, seed: int = 0) -> Evidence:
-    """Call the learner's ``max_jacobian_error(tanh_linear, inputs)`` with float64 and float32 inputs."""
+    """Call the learner's ``max_jacobian_error(fn, inputs)`` with float64 and float32 inputs, on
+    :func:`tanh_linear` and on the same layer with the seed's planted error."""
     arrays = jacobian_inputs(seed)
     cases = {}
     for label, dtype in DTYPES.items():
-        tensors = tuple(torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays.values())
-        outcome = call(max_jacobian_error, tanh_linear, tensors, name="max_jacobian_error")
-        cases[label] = {
-            "error": outcome.error,
-            "notes": outcome.notes,
-            "value": freeze(outcome.result) if outcome.ok else None,
-        }
+        for case, fn in ((label, tanh_linear), (PLANTED[label], planted_layer(seed, label))):
+            tensors = tuple(torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays.values())
+            outcome = call(max_jacobian_error, fn, tensors, name="max_jacobian_error")
+            cases[case] = {
+                "error": outcome.error,
+                "notes": outcome.notes,
+                "value": freeze(outcome.result) if outcome.ok else None,
+            }
     return {"check": "max_jacobian_error", "seed": seed, "cases": cases}
 
 
@@ -443,6 +431,20 @@ def check_linear_module(Linear: Any, *, seed: int = 0) -> float:
 
 #: The recipe train_spiral follows (its docstring states it); the check passes these explicitly.
 SPIRAL_STEPS, SPIRAL_HIDDEN, SPIRAL_LR = 30, 32, 1.0
+#: The ranges a hidden test's steps and hidden units are drawn from (never the visible call's values):
+#: losses recorded for another seed's run have another length, so they cannot stand for this one's.
+SPIRAL_STEP_RANGE, SPIRAL_HIDDEN_RANGE = range(20, 41), range(16, 49)
+
+
+def spiral_recipe(seed: int) -> dict[str, Any]:
+    """The ``steps``, ``hidden`` and ``lr`` the check passes to train_spiral for ``seed``: the notebook's
+    (30, 32, 1.0) for the visible seed 0, and for any other, sizes drawn from it, never those."""
+    if seed == 0:
+        return {"steps": SPIRAL_STEPS, "hidden": SPIRAL_HIDDEN, "lr": SPIRAL_LR}
+    rng = np.random.default_rng(case_seed(seed, 2))
+    steps = rng.choice([n for n in SPIRAL_STEP_RANGE if n != SPIRAL_STEPS])
+    hidden = rng.choice([n for n in SPIRAL_HIDDEN_RANGE if n != SPIRAL_HIDDEN])
+    return {"steps": int(steps), "hidden": int(hidden), "lr": SPIRAL_LR}
 
 
 def _counting(cls: Any, counts: dict[str, int]) -> Any:
@@ -476,9 +478,7 @@ def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Ev
                 train_spiral,
                 _counting(cls, counts),
                 seed=seed,
-                steps=SPIRAL_STEPS,
-                hidden=SPIRAL_HIDDEN,
-                lr=SPIRAL_LR,
+                **spiral_recipe(seed),
                 name="train_spiral",
             )
         runs[label] = {

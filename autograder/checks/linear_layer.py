@@ -203,13 +203,17 @@ def check_mse_loss(mse_loss: Any, *, seed: int = 0) -> float:
 FIT_CUBIC_POINTS = 3.0
 
 
-#: The second data set is the same curve moved up: its best fit needs a bias of about SHIFT, which
+#: The second data set is the same curve moved up: its best fit needs a bias of about its shift, which
 #: a loop that never updates b cannot reach (on the centred sine the best bias is ~0, so there
-#: forgetting the bias update costs nothing and goes unnoticed).
+#: forgetting the bias update costs nothing and goes unnoticed). The visible call (seed 0) fits the
+#: notebook's own data, shifted by SHIFT; every other seed mirrors the curve, scales it by a drawn
+#: amplitude and shifts it by a drawn amount above SHIFT, so that W and b fitted to the visible data
+#: are worse than a constant on a hidden test's, and fit its shifted curve worse still (CHECKS.md 32).
 SHIFT = 1.0
+AMPLITUDES, SHIFTS = (-1.4, -0.6), (1.5, 2.5)
 
 
-FIT_CASES = ("sine", f"sine shifted up by {SHIFT:g}")
+FIT_CASES = ("sine", "sine shifted up")
 
 
 #: "Clearly better than predicting the mean": at most this fraction of the constant predictor's loss.
@@ -222,9 +226,15 @@ def cubic_features(x: np.ndarray) -> np.ndarray:
 
 
 def fit_data(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The data sets the check fits: the notebook's noisy sine for this seed, and the same shifted up."""
+    """The data sets the check fits: the notebook's noisy sine for this seed, and the same shifted up;
+    for any seed but the visible 0, mirrored, scaled and shifted by amounts drawn from the seed."""
     x, y = make_sine_regression(seed=seed)
-    return {FIT_CASES[0]: (x, y), FIT_CASES[1]: (x, y + SHIFT)}
+    scale, shift = 1.0, SHIFT
+    if seed != 0:
+        rng = np.random.default_rng(case_seed(seed, 1))
+        scale = rng.uniform(*AMPLITUDES)
+        shift = rng.uniform(*SHIFTS)
+    return {FIT_CASES[0]: (x, scale * y), FIT_CASES[1]: (x, scale * y + shift)}
 
 
 def _losses_as_array(losses: Any) -> np.ndarray:

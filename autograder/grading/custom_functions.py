@@ -36,15 +36,19 @@ from autograder.checks.custom_functions import (
     OMITTED,
     SINGLE,
     SIZE_ONE,
-    SPIRAL_HIDDEN,
-    SPIRAL_LR,
-    SPIRAL_STEPS,
     TRAIN_SPIRAL,
     by_hand_inputs,
     elementwise_inputs,
-    jacobian_inputs,
     linear_function_inputs,
     module_inputs,
+    spiral_recipe,
+)
+from autograder.checks.jacobian_layers import (
+    DTYPES,
+    PLANTED,
+    jacobian_inputs,
+    planted_error,
+    planted_layer,
     tanh_linear,
 )
 from autograder.compare import Verdict, compare
@@ -868,10 +872,33 @@ def _small_jacobian_hint(value: float, arrays: Sequence[np.ndarray]) -> str:
     )
 
 
+def _planted_problem(evidence: Evidence, label: str, tolerance: float) -> str | None:
+    """Why the learner's answer on the layer with the seed's planted error is not the course's (within
+    ``tolerance``), or None. Without this case a number that is right in size for any inputs (one
+    computed on the notebook's own inputs, or none at all) would pass: this one is the seed's."""
+    seed = evidence["seed"]
+    value, problem = _jacobian_value(evidence["cases"][PLANTED[label]])
+    size = planted_error(seed)["sizes"][label]
+    where = f"on the same layer with one Jacobian entry's analytical value off by {size:.6g}"
+    if problem:
+        return f"{where}: {problem}"
+    arrays = list(jacobian_inputs(seed).values())
+    expected = jacobian_error(planted_layer(seed, label), arrays, DTYPES[label])
+    if abs(value - expected) <= tolerance:
+        return None
+    return (
+        f"{where}, your {label} error is {value:.6g}, the course's {expected:.6g} (to {tolerance:.2g}): the "
+        "largest difference is that entry's. Likely mistake: the error is not computed on the fn and "
+        "inputs given (a fixed function, fixed inputs, or a remembered number)."
+    )
+
+
 @grader(MAX_JACOBIAN_ERROR)
 def grade_max_jacobian_error(evidence: Evidence) -> Report:
     """Grade recorded evidence: the float64 error is at most 1e-8 (1), the float32 one is large, within a
-    factor 10 of the course's own float32 error (1). Both references are recomputed here."""
+    factor 10 of the course's own float32 error (1); on the layer with the seed's planted error each
+    dtype's answer is the course's, to 1e-8 and to that factor (part of each item). Every reference is
+    recomputed here."""
     report = report_for(MAX_JACOBIAN_ERROR)
     arrays = list(jacobian_inputs(evidence["seed"]).values())
     cases = evidence["cases"]
@@ -909,7 +936,8 @@ def grade_max_jacobian_error(evidence: Evidence) -> Report:
             )
         )
     else:
-        report.add(Item(name, True, f"{value:.3g} (the course's own: {ref64:.3g})"))
+        planted = _planted_problem(evidence, "float64", JACOBIAN_FLOAT64.atol)
+        report.add(Item(name, planted is None, planted or f"{value:.3g} (the course's own: {ref64:.3g})"))
 
     ref32 = jacobian_error(tanh_linear, arrays, torch.float32)
     value, problem = _jacobian_value(cases["float32"])
@@ -933,9 +961,9 @@ def grade_max_jacobian_error(evidence: Evidence) -> Report:
             )
         )
     else:
-        report.add(
-            Item(name, True, f"{value:.3g} (the course's own: {ref32:.3g}), far above gradcheck's atol 1e-5")
-        )
+        planted = _planted_problem(evidence, "float32", high)
+        text = f"{value:.3g} (the course's own: {ref32:.3g}), far above gradcheck's atol 1e-5"
+        report.add(Item(name, planted is None, planted or text))
     add_notes(report, cases.values())
     return report
 
@@ -1082,10 +1110,11 @@ def grade_linear_module(evidence: Evidence) -> Report:
     return report
 
 
-def reference_train_spiral(
-    seed: int, steps: int = SPIRAL_STEPS, hidden: int = SPIRAL_HIDDEN, lr: float = SPIRAL_LR
-) -> list[float]:
-    """The course's own run of the recipe with ``nn.Linear``: the loss before each SGD step."""
+def reference_train_spiral(seed: int) -> list[float]:
+    """The course's own run of the recipe with ``nn.Linear``, with the steps, hidden units and learning
+    rate the check passes for ``seed``: the loss before each SGD step."""
+    recipe = spiral_recipe(seed)
+    steps, hidden, lr = recipe["steps"], recipe["hidden"], recipe["lr"]
     X, y = make_spiral(seed=seed)
     Xt, yt = torch.tensor(X), torch.tensor(y)
     with torch.random.fork_rng(devices=[]):
@@ -1102,14 +1131,14 @@ def reference_train_spiral(
     return losses
 
 
-def _losses_problem(run: dict[str, Any], label: str) -> str | None:
+def _losses_problem(run: dict[str, Any], label: str, steps: int) -> str | None:
     if run["error"]:
         return f"with {label}: {run['error']}"
     losses = run["losses"]
     if not isinstance(losses, np.ndarray) or losses.ndim != 1:
         return f"with {label}: train_spiral returned {describe(losses)}; expected a list of floats."
-    if losses.size != SPIRAL_STEPS:
-        return f"with {label}: {losses.size} losses for steps={SPIRAL_STEPS}; record one loss per step."
+    if losses.size != steps:
+        return f"with {label}: {losses.size} losses for steps={steps}; record one loss per step."
     if not np.all(np.isfinite(losses)):
         return f"with {label}: the losses contain NaN or inf: training diverged."
     return None
@@ -1123,19 +1152,20 @@ def grade_train_spiral(evidence: Evidence) -> Report:
     report = report_for(TRAIN_SPIRAL)
     runs = evidence["runs"]
     mine, theirs = runs["your Linear"], runs["nn.Linear"]
-    problem = _losses_problem(mine, "your Linear") or _losses_problem(theirs, "nn.Linear")
+    steps = spiral_recipe(evidence["seed"])["steps"]
+    problem = _losses_problem(mine, "your Linear", steps) or _losses_problem(theirs, "nn.Linear", steps)
     if mine["error"] and not theirs["error"] and "is not implemented yet" in mine["error"]:
         # the stub that raised is Linear's, since the same train_spiral runs with nn.Linear
         problem = (
             "your Linear is not implemented yet (it raises NotImplementedError); "
             "train_spiral runs with nn.Linear"
         )
-    report.add(Item("losses", problem is None, problem or f"{SPIRAL_STEPS} finite losses per run", 0.5))
+    report.add(Item("losses", problem is None, problem or f"{steps} finite losses per run", 0.5))
 
     name = "same as nn.Linear"
     if problem:
         report.add(Item(name, False, f"not checked: {problem}"))
-    elif min(mine["made"], theirs["made"]) < 2 or min(mine["forward"], theirs["forward"]) < SPIRAL_STEPS:
+    elif min(mine["made"], theirs["made"]) < 2 or min(mine["forward"], theirs["forward"]) < steps:
         report.add(
             Item(
                 name,
@@ -1152,8 +1182,7 @@ def grade_train_spiral(evidence: Evidence) -> Report:
                 Item(
                     name,
                     True,
-                    f"the same loss at every one of {SPIRAL_STEPS} steps "
-                    f"(max abs error {verdict.max_abs_err:.1e})",
+                    f"the same loss at every one of {steps} steps (max abs error {verdict.max_abs_err:.1e})",
                 )
             )
         else:
@@ -1170,8 +1199,9 @@ def grade_train_spiral(evidence: Evidence) -> Report:
 
     reference_losses = reference_train_spiral(evidence["seed"])
     name = "follows the recipe"
-    if _losses_problem(theirs, "nn.Linear"):
-        report.add(Item(name, False, f"not checked: {_losses_problem(theirs, 'nn.Linear')}", 0.5))
+    unusable = _losses_problem(theirs, "nn.Linear", steps)
+    if unusable:
+        report.add(Item(name, False, f"not checked: {unusable}", 0.5))
     else:
         verdict = compare("losses with nn.Linear", theirs["losses"], np.array(reference_losses))
         text = (
