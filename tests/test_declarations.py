@@ -66,7 +66,7 @@ def test_a_learners_copy_under_another_name_is_told_apart_by_its_cells(tmp_path)
     import nbformat
 
     from autograder.build import NOTEBOOKS
-    from autograder.engine.pipeline import _assignment_by_cells
+    from autograder.engine.check import _assignment_by_cells
 
     for a in COURSE:
         copy = tmp_path / "mywork.ipynb"
