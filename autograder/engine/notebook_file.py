@@ -32,6 +32,9 @@ MAX_NOTEBOOK_BYTES = 50 * 1024**2
 #: The most JSON values (objects, arrays, strings, numbers, literals) in a notebook. A notebook of this
 #: course with its outputs has a few thousand; a million-line output has a million (as lists of lines).
 MAX_JSON_VALUES = 1_000_000
+#: The most arrays and objects among them (each costs the grader about 200 bytes once parsed; a course
+#: notebook has a few hundred).
+MAX_CONTAINERS = 100_000
 #: The deepest nesting of JSON arrays and objects (a notebook is 6 deep; widget state about 12).
 MAX_DEPTH = 64
 #: The most cells, and outputs of all cells together.
@@ -40,13 +43,19 @@ MAX_OUTPUTS = 20_000
 #: The most bytes of metadata (the notebook's and its cells', as compact JSON).
 MAX_METADATA_BYTES = 4 * 1024**2
 
-_STRING = re.compile(r'"[^"]*"')
-_NOT_STRUCTURE = re.compile(r"[^\[\]{},]+")
-_EMPTY_PAIR = re.compile(r"\[\]|\{\}")
+_STRING = re.compile(rb'"[^"]*"')
+_NOT_STRUCTURE = re.compile(rb"[^\[\]{},]+")
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
 
 
 class NotebookError(ValueError):
     """A file that cannot be read as a notebook; the message is the exact reason."""
+
+
+def _is_utf16(data: bytes) -> bool:
+    return data.startswith((b"\xff\xfe", b"\xfe\xff")) or (
+        len(data) >= 2 and (data[0] == 0) != (data[1] == 0)
+    )
 
 
 def _decode(data: bytes) -> tuple[str, str]:
@@ -56,7 +65,7 @@ def _decode(data: bytes) -> tuple[str, str]:
         return data[3:].decode("utf-8"), ""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return data.decode("utf-16"), ""
-    if len(data) >= 2 and (data[0] == 0) != (data[1] == 0):  # UTF-16 without a byte-order mark
+    if _is_utf16(data):  # UTF-16 without a byte-order mark
         return data.decode("utf-16-be" if data[0] == 0 else "utf-16-le"), ""
     try:
         return data.decode("utf-8"), ""
@@ -64,9 +73,10 @@ def _decode(data: bytes) -> tuple[str, str]:
         return data.decode("latin-1"), f"not UTF-8 text ({exc}), nor Latin-1 notebook JSON"
 
 
-def json_shape(text: str, max_depth: int = MAX_DEPTH) -> tuple[int, int]:
-    """The number of JSON values in ``text`` and its nesting depth (``max_depth + 1`` when deeper),
-    without parsing it: exact for valid JSON; for invalid JSON, exact up to where it stops being JSON.
+def json_shape(data: bytes, max_depth: int = MAX_DEPTH) -> tuple[int, int, int]:
+    """The number of JSON values in ``data`` (UTF-8, or any encoding that keeps ASCII as ASCII), of
+    arrays and objects among them, and its nesting depth (``max_depth + 1`` when deeper), without
+    parsing it: exact for valid JSON; for invalid JSON, exact up to where it stops being JSON.
 
     Escaped backslashes and quotes go first, so that every string is ``"[^"]*"`` and goes in one
     regular-expression pass; then only brackets and commas are kept. Each value but the outermost is
@@ -74,28 +84,28 @@ def json_shape(text: str, max_depth: int = MAX_DEPTH) -> tuple[int, int]:
     values are the commas, plus the non-empty containers, plus one. Each pass that removes the
     innermost empty pairs lowers the depth by one.
     """
-    bare = text.replace("\\\\", "").replace('\\"', "")
-    structure = _NOT_STRUCTURE.sub("", _STRING.sub("", bare))
+    bare = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = _NOT_STRUCTURE.sub(b"", _STRING.sub(b"", bare))
     del bare
-    containers = structure.count("[") + structure.count("{")
-    empty = structure.count("[]") + structure.count("{}")
-    values = structure.count(",") + containers - empty + 1
-    brackets = structure.replace(",", "")
+    containers = structure.count(b"[") + structure.count(b"{")
+    empty = structure.count(b"[]") + structure.count(b"{}")
+    values = structure.count(b",") + containers - empty + 1
+    brackets = structure.replace(b",", b"")
     depth = 0
     while brackets and depth <= max_depth:
-        inner = _EMPTY_PAIR.sub("", brackets)
+        inner = _EMPTY_PAIR.sub(b"", brackets)
         if inner == brackets:
             break  # unbalanced: not JSON, which the parser says
         brackets, depth = inner, depth + 1
-    return values, depth
+    return values, containers, depth
 
 
-def _check_shape(text: str) -> None:
-    values, depth = json_shape(text)
-    if values > MAX_JSON_VALUES:
+def _check_shape(data: bytes) -> None:
+    values, containers, depth = json_shape(data)
+    if values > MAX_JSON_VALUES or containers > MAX_CONTAINERS:
         raise NotebookError(
-            f"too large a notebook: {values} JSON values, over the limit of {MAX_JSON_VALUES} "
-            "(clear its outputs and submit it again)"
+            f"too large a notebook: {values} JSON values ({containers} arrays and objects), over the limit "
+            f"of {MAX_JSON_VALUES} ({MAX_CONTAINERS}); clear its outputs and submit it again"
         )
     if depth > MAX_DEPTH:
         raise NotebookError(f"too deeply nested a notebook: JSON nested over {MAX_DEPTH} levels deep")
@@ -131,11 +141,15 @@ def parse_notebook(data: bytes) -> NotebookNode:
         raise NotebookError(
             f"file of {len(data)} bytes is over the {MAX_NOTEBOOK_BYTES} byte limit for a notebook"
         )
+    utf16 = _is_utf16(data)
+    if not utf16:  # UTF-8 or Latin-1: scanned before it is decoded (to four bytes a character, at worst)
+        _check_shape(data)
     try:
         text, not_utf8 = _decode(data)
     except UnicodeDecodeError as exc:
         raise NotebookError(f"not readable text ({exc})") from None
-    _check_shape(text)
+    if utf16:
+        _check_shape(text.encode("utf-8", "surrogatepass"))
     try:
         parsed = json.loads(text)
     except (ValueError, RecursionError) as exc:
