@@ -51,8 +51,9 @@ def grade(base: Path, inbox: Path) -> tuple[subprocess.CompletedProcess, int]:
 
 
 def rows(base: Path) -> dict[str, dict[str, str]]:
+    """grades.csv's rows of graded (or failed) submissions, by student."""
     with (base / "course" / "grading" / "grades.csv").open(encoding="utf-8") as f:
-        return {r["student"]: r for r in csv.DictReader(f)}
+        return {r["student"]: r for r in csv.DictReader(f) if r["status"] != "rejected"}
 
 
 def last_run_rejections(base: Path) -> dict[str, str]:

@@ -21,7 +21,6 @@ grader's measured peak (``tests/test_intake_attacks.py`` measures it).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,12 @@ MAX_OUTPUTS = 20_000
 #: The most bytes of metadata (the notebook's and its cells', as compact JSON).
 MAX_METADATA_BYTES = 4 * 1024**2
 
-_STRING = re.compile(rb'"[^"]*"')
-_NOT_STRUCTURE = re.compile(rb"[^\[\]{},]+")
-_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+#: Every byte but the brackets and commas of JSON's structure.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b"[]{},")
+#: Both kinds of bracket as one: in valid JSON they nest alike, so the depth is unchanged.
+_ONE_BRACKET = bytes.maketrans(b"[]{}", b"()()")
+#: How much of the text is split at quotes at a time (the pieces of one chunk are held at once).
+_SCAN_CHUNK = 1024**2
 
 
 class NotebookError(ValueError):
@@ -73,27 +75,42 @@ def _decode(data: bytes) -> tuple[str, str]:
         return data.decode("latin-1"), f"not UTF-8 text ({exc}), nor Latin-1 notebook JSON"
 
 
-def json_shape(data: bytes, max_depth: int = MAX_DEPTH) -> tuple[int, int, int]:
+def json_shape(
+    data: bytes, max_containers: int = MAX_CONTAINERS, max_depth: int = MAX_DEPTH
+) -> tuple[int, int, int]:
     """The number of JSON values in ``data`` (UTF-8, or any encoding that keeps ASCII as ASCII), of
-    arrays and objects among them, and its nesting depth (``max_depth + 1`` when deeper), without
-    parsing it: exact for valid JSON; for invalid JSON, exact up to where it stops being JSON.
+    arrays and objects among them, and its nesting depth, without parsing it: exact for valid JSON;
+    for invalid JSON, exact up to where it stops being JSON. The depth is only measured when there
+    are at most ``max_containers`` arrays and objects (else 0), and only up to ``max_depth + 1``.
 
-    Escaped backslashes and quotes go first, so that every string is ``"[^"]*"`` and goes in one
-    regular-expression pass; then only brackets and commas are kept. Each value but the outermost is
-    an element of one array or object, and one with ``k`` elements has ``k - 1`` commas, so the
-    values are the commas, plus the non-empty containers, plus one. Each pass that removes the
-    innermost empty pairs lowers the depth by one.
+    Escaped backslashes and quotes go first, so that every string lies between two quotes; the text
+    is then split at quotes a chunk at a time, and each string becomes ``0`` (C-speed byte operations:
+    no regular expression, whose list of pieces would cost more than the file). Each value but the
+    outermost is an element of one array or object, and one with ``k`` elements has ``k - 1``
+    commas, so the values are the commas, plus the non-empty containers, plus one. Each pass that
+    removes the innermost empty pairs lowers the depth by one.
     """
     bare = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    structure = _NOT_STRUCTURE.sub(b"", _STRING.sub(b"", bare))
+    kept, inside = [], False
+    for start in range(0, len(bare), _SCAN_CHUNK):
+        pieces = bare[start : start + _SCAN_CHUNK].split(b'"')
+        outside = (b"0" if inside else b"") + b"0".join(pieces[1 if inside else 0 :: 2])
+        kept.append(outside.translate(None, b" \t\r\n"))
+        inside ^= len(pieces) % 2 == 0
     del bare
+    compact = b"".join(kept)
+    del kept
+    empty = compact.count(b"[]") + compact.count(b"{}")
+    structure = compact.translate(None, _NOT_STRUCTURE)
+    del compact
     containers = structure.count(b"[") + structure.count(b"{")
-    empty = structure.count(b"[]") + structure.count(b"{}")
     values = structure.count(b",") + containers - empty + 1
-    brackets = structure.replace(b",", b"")
+    if containers > max_containers:
+        return values, containers, 0
+    brackets = structure.translate(_ONE_BRACKET, b",")
     depth = 0
     while brackets and depth <= max_depth:
-        inner = _EMPTY_PAIR.sub(b"", brackets)
+        inner = brackets.replace(b"()", b"")
         if inner == brackets:
             break  # unbalanced: not JSON, which the parser says
         brackets, depth = inner, depth + 1
