@@ -93,7 +93,10 @@ def flat(notebooks, tmp_path_factory: pytest.TempPathFactory):
     (inbox / VICTIM / "01_tiny.ipynb").write_text(json.dumps(good))
     (inbox / CLAIM).write_text(json.dumps(blank))
     deep = json.dumps(blank)[:-1] + ',"deep":' + "[" * 200_000 + "]" * 200_000 + "}"
-    (inbox / "deep_01_tiny.ipynb").write_text(deep)
+    (inbox / "deep_01_tiny.ipynb").write_text(deep)  # the issue's: its 200 000 lists are too many
+    (inbox / "nested_01_tiny.ipynb").write_text(
+        deep.replace("[" * 200_000 + "]" * 200_000, "[" * 70 + "]" * 70)
+    )
     objects = "[" + ",".join(["{}"] * 16_000_000) + "]"  # 48 MB, under the size limit
     (inbox / "objects_01_tiny.ipynb").write_text(with_metadata(blank, junk="JUNK").replace('"JUNK"', objects))
     empty = '{"cell_type":"raw","metadata":{},"source":""}'
@@ -132,16 +135,18 @@ def test_the_flat_class_is_graded_and_every_attack_is_a_stated_rejection(flat) -
     cells = len(json.loads((base / "inbox" / "many_01_tiny.ipynb").read_text())["cells"])
     objects = reasons.pop("objects_01_tiny.ipynb")
     million = reasons.pop("million_01_tiny.ipynb")
+    deep = reasons.pop("deep_01_tiny.ipynb")
     assert reasons == {
         CLAIM: "its name claims Moodle participant 502 (Victim Person), but it is in the folder of "
         "participant 777, who owns every file in it: not graded",
-        "deep_01_tiny.ipynb": f"too deeply nested a notebook: JSON nested over {MAX_DEPTH} levels deep",
+        "nested_01_tiny.ipynb": f"too deeply nested a notebook: JSON nested over {MAX_DEPTH} levels deep",
         "many_01_tiny.ipynb": f"too many cells: {cells}, over the limit of {MAX_CELLS}",
         "zoe\u0308_01_tiny.ipynb": "superseded by a later file for the same student: "
         "zo\u00eb_01_tiny-1.ipynb",
     }
     assert objects.startswith("too large a notebook: 160") and "clear its outputs" in objects
-    assert million.startswith("too large a notebook: ")
+    assert million.startswith("too large a notebook: 4000")
+    assert deep.startswith("too large a notebook: 200") and "(2000" in deep
 
 
 def test_a_name_that_is_not_utf8_is_graded_and_shown_escaped(flat) -> None:
