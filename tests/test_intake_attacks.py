@@ -18,17 +18,17 @@ from pathlib import Path
 import nbformat
 import pytest
 from notebook_helpers import source_and_release
-from test_engine import FIXTURE, solved
+from test_engine import FIXTURE, LIMITS, solved
 from zip_helpers import UTF8_FLAG, deflated, write_zip, zeros_bomb
 
 from autograder.engine.jail import jail_available
 from autograder.engine.names import stable_id
 from autograder.engine.notebook_file import MAX_CELLS, MAX_DEPTH
-from autograder.engine.pipeline import ensure_course
+from autograder.engine.pipeline import ensure_course, grade_class
 
 TINY = "01_tiny"
 #: The grader's own peak (resident set size) on the worst inputs below: the README states it.
-GRADER_PEAK_BYTES = 1536 * 1024**2
+GRADER_PEAK_BYTES = 1024**3
 
 pytestmark = pytest.mark.skipif(not jail_available(), reason="graded in the jail, as in CI")
 
@@ -153,8 +153,7 @@ def test_a_name_that_is_not_utf8_is_graded_and_shown_escaped(flat) -> None:
     base, _, _ = flat
     origin = "\\xff\\xfe-bytes_01_tiny.ipynb"
     row = rows(base)[stable_id(os.fsdecode(BYTES_NAME)[: -len("_01_tiny.ipynb")])]
-    assert row["lms_id"] == "\\xff\\xfe-bytes"
-    assert origin in (base / "course" / "grading" / "summary.md").read_text(encoding="utf-8")
+    assert (row["lms_id"], row["file"]) == ("\\xff\\xfe-bytes", origin)
 
 
 def test_the_grader_stays_under_its_stated_memory_bound(flat) -> None:
@@ -227,3 +226,28 @@ def test_an_impossible_submission_time_is_flagged_in_the_summary(zipped) -> None
         in summary
     )
     assert "timestamp.txt is written by the learner's own `nbgrader submit`" in summary
+
+
+def test_a_result_that_cannot_be_stored_is_that_submissions_outcome(notebooks, tmp_path: Path) -> None:
+    """A real fault in the results store (a folder where bob's result is written first): bob's outcome
+    is failed with the reason, in the outputs; ann is graded, stored and written; nothing stops."""
+    good, _ = notebooks
+    root = tmp_path / "course"
+    ensure_course(root, FIXTURE)
+    (root / "autograder" / "results" / TINY / "bob.tmp" / "in-the-way").mkdir(parents=True)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for student in ("ann", "bob"):
+        (inbox / f"{student}_{TINY}.ipynb").write_text(json.dumps(good))
+    result = grade_class(inbox, TINY, root, FIXTURE, workers=2, limits=LIMITS, progress=False)
+    assert result.ok, result.warnings
+    by = {o.student: o for o in result.outcomes}
+    assert (by["ann"].score, by["ann"].status) == (7, "graded")
+    assert (by["bob"].score, by["bob"].status) == (0, "failed")
+    assert by["bob"].reason.startswith(
+        "the grader could not store this notebook's result: IsADirectoryError: [Errno 21] Is a directory"
+    )
+    assert (root / "autograder" / "results" / TINY / "ann.json").is_file()
+    with (root / "grading" / "grades.csv").open(encoding="utf-8") as f:
+        statuses = {r["student"]: (r["score"], r["status"]) for r in csv.DictReader(f)}
+    assert statuses == {"ann": ("7", "graded"), "bob": ("0", "failed")}

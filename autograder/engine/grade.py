@@ -279,8 +279,18 @@ class Grader:
             failed.course_version, failed.seconds = outcome.course_version, outcome.seconds
             failed.lms, failed.lms_id, failed.name = sub.lms, sub.lms_id, sub.name
             failed.late, failed.timestamp = sub.late, sub.timestamp
-            return failed  # not stored: a re-run grades it again
+            # kept where the report finds it, under a name of the grader's own; a re-run grades it again
+            try:
+                self._write(self._fallback_path(sub), failed)
+            except Exception:  # noqa: BLE001, S110 - the gradebook and this run's outputs still have it
+                pass
+            return failed
         return outcome
+
+    def _fallback_path(self, sub: Submission) -> Path:
+        """Where the failed outcome goes when a submission's result could not be stored at its own path."""
+        key = f"{sub.student}\0{sub.assignment}".encode("utf-8", "surrogatepass")
+        return self.results / sub.assignment / f"unstored-{hashlib.sha256(key).hexdigest()[:32]}.json"
 
     def _failed(self, sub: Submission, digest: str, reason: str) -> Outcome:
         """The outcome of a submission the grader could not grade (or store), with the reason."""
@@ -294,18 +304,25 @@ class Grader:
 
     def store(self, sub: Submission, outcome: Outcome) -> None:
         """Keep a submission's outcome, so that a re-run skips it."""
-        path = self.result_path(sub)
+        self._write(self.result_path(sub), outcome)
+        self._fallback_path(sub).unlink(missing_ok=True)
+
+    @staticmethod
+    def _write(path: Path, outcome: Outcome) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         try:
             tmp.write_text(outcome.to_json(), encoding="utf-8")
             tmp.replace(path)
         finally:
-            tmp.unlink(missing_ok=True)
+            if tmp.is_file():
+                tmp.unlink()
 
     def forget(self, sub: Submission) -> None:
         """Drop a submission's stored outcome, so that a re-run grades it again."""
-        self.result_path(sub).unlink(missing_ok=True)
+        for path in (self.result_path(sub), self._fallback_path(sub)):
+            if path.is_file():
+                path.unlink()
 
     def max_score(self, sub: Submission) -> float:
         """The points a notebook of the submission's assignment is worth."""
