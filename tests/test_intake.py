@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from autograder.build import source_notebook
-from autograder.engine import intake
+from autograder.engine import notebook_file, unzip
 from autograder.engine.intake import Rejected, Submission, discover, student_id
 
 FIXTURE = Path(__file__).parent / "fixtures" / "solutions" / "01_tiny.py"
@@ -192,7 +192,7 @@ def test_a_missing_input_is_an_error(tmp_path: Path) -> None:
 
 
 def test_an_oversized_notebook_is_rejected(tmp_path: Path, notebook_text: str, monkeypatch) -> None:
-    monkeypatch.setattr(intake, "MAX_NOTEBOOK_BYTES", 100)
+    monkeypatch.setattr(notebook_file, "MAX_NOTEBOOK_BYTES", 100)
     inbox = write(tmp_path / "inbox", {"jane_01_tiny.ipynb": notebook_text})
     size = (inbox / "jane_01_tiny.ipynb").stat().st_size
     subs, rejected = run(inbox, tmp_path, files=1)
@@ -362,10 +362,11 @@ def test_zip_of_a_flat_export(tmp_path: Path, notebook_text: str) -> None:
         "export.zip:doebob_1_2_01_tiny-1.ipynb",
     }
     unzipped = tmp_path / "scratch" / "unzipped"
+    # extracted under numbers (the entry's index), never under a name from the archive
     assert {s.path for s in subs} == {
-        unzipped / "ann_01_tiny.ipynb",
-        unzipped / "doebob_1_2_01_tiny-1.ipynb",
-        unzipped / "sub" / "cy_01_tiny.ipynb",
+        unzipped / "00000.ipynb",
+        unzipped / "00002.ipynb",
+        unzipped / "00003.ipynb",
     }
     assert all(s.path.read_text(encoding="utf-8") == notebook_text for s in subs)
 
@@ -427,7 +428,7 @@ def test_zip_members_with_unsafe_paths_are_rejected_and_not_written(
     }
     written = set(tmp_path.rglob("*")) - before
     unzipped = tmp_path / "scratch" / "unzipped"
-    assert written == {tmp_path / "scratch", unzipped, unzipped / "ann_01_tiny.ipynb"}
+    assert written == {tmp_path / "scratch", unzipped, unzipped / "00000.ipynb"}
     assert not Path("/tmp/abs_01_tiny.ipynb").exists()
 
 
@@ -444,7 +445,7 @@ def test_an_empty_zip(tmp_path: Path) -> None:
 
 
 def test_a_zip_too_large_to_extract(tmp_path: Path, notebook_text: str, monkeypatch) -> None:
-    monkeypatch.setattr(intake, "MAX_ZIP_FILES", 1)
+    monkeypatch.setattr(unzip, "MAX_ZIP_FILES", 1)
     archive = make_zip(
         tmp_path / "export.zip", {"ann_01_tiny.ipynb": notebook_text, "bob_01_tiny.ipynb": notebook_text}
     )
@@ -455,7 +456,7 @@ def test_a_zip_too_large_to_extract(tmp_path: Path, notebook_text: str, monkeypa
 
 
 def test_a_zip_whose_members_are_too_large_in_total(tmp_path: Path, notebook_text: str, monkeypatch) -> None:
-    monkeypatch.setattr(intake, "MAX_ZIP_BYTES", len(notebook_text.encode()) + 10)
+    monkeypatch.setattr(unzip, "MAX_ZIP_BYTES", len(notebook_text.encode()) + 10)
     archive = make_zip(
         tmp_path / "export.zip", {"ann_01_tiny.ipynb": notebook_text, "bob_01_tiny.ipynb": notebook_text}
     )

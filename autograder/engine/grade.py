@@ -206,8 +206,13 @@ class Grader:
     # -- per submission -------------------------------------------------------------------------
 
     def result_path(self, sub: Submission) -> Path:
-        """Where a submission's outcome is stored."""
-        return self.results / sub.assignment / f"{sub.student}.json"
+        """Where a submission's outcome is stored: named after the student id when it is a short, safe
+        file name (as intake makes ids), else after a hash of it, so that no id can make a name the
+        file system refuses."""
+        name = sub.student
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+            name = "id-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.results / sub.assignment / f"{name}.json"
 
     def done(self, sub: Submission, digest: str) -> Outcome | None:
         """The stored outcome of an unchanged submission graded by this version of the course, or None
@@ -218,7 +223,7 @@ class Grader:
         try:
             data = json.loads(path.read_text())
             stored = Outcome(**data)
-        except (OSError, TypeError, json.JSONDecodeError):
+        except (OSError, TypeError, ValueError):
             return None
         if stored.sha256 != digest:
             return None
@@ -244,8 +249,9 @@ class Grader:
         if self.stopping.is_set():
             return None
         start = time.monotonic()
-        digest = sha256(sub.path)
+        digest = ""
         try:
+            digest = sha256(sub.path)
             outcome = self._grade(sub, digest)
         except ExecutorLost as exc:
             # Nothing can run any more (a lost scheduler): stop the run, store nothing for this one.
@@ -255,10 +261,7 @@ class Grader:
         except NotStarted:
             return None  # handed to the executor before Ctrl-C, not started by then: a re-run grades it
         except Exception as exc:  # noqa: BLE001 - one bad submission must not stop the class
-            outcome = Outcome(
-                sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, self.max_score(sub)
-            )
-            outcome.reason = f"the grader could not grade this notebook: {type(exc).__name__}: {exc}"
+            outcome = self._failed(sub, digest, f"the grader could not grade this notebook: {_why(exc)}")
         if self.cancelled.is_set():
             return None
         outcome.seconds = round(time.monotonic() - start, 3)
@@ -267,20 +270,59 @@ class Grader:
         outcome.late, outcome.timestamp = sub.late, sub.timestamp
         outcome.course_version = self.version(sub.assignment)
         outcome.regraded = self.regrade_reasons.get((sub.student, sub.assignment), "")
-        self.store(sub, outcome)
+        try:
+            self.store(sub, outcome)
+        except Exception as exc:  # noqa: BLE001 - the others are still graded and stored
+            failed = self._failed(
+                sub, digest, f"the grader could not store this notebook's result: {_why(exc)}"
+            )
+            failed.course_version, failed.seconds = outcome.course_version, outcome.seconds
+            failed.lms, failed.lms_id, failed.name = sub.lms, sub.lms_id, sub.name
+            failed.late, failed.timestamp = sub.late, sub.timestamp
+            # kept where the report finds it, under a name of the grader's own; a re-run grades it again
+            try:
+                self._write(self._fallback_path(sub), failed)
+            except Exception:  # noqa: BLE001, S110 - the gradebook and this run's outputs still have it
+                pass
+            return failed
+        return outcome
+
+    def _fallback_path(self, sub: Submission) -> Path:
+        """Where the failed outcome goes when a submission's result could not be stored at its own path."""
+        key = f"{sub.student}\0{sub.assignment}".encode("utf-8", "surrogatepass")
+        return self.results / sub.assignment / f"unstored-{hashlib.sha256(key).hexdigest()[:32]}.json"
+
+    def _failed(self, sub: Submission, digest: str, reason: str) -> Outcome:
+        """The outcome of a submission the grader could not grade (or store), with the reason."""
+        try:
+            most = self.max_score(sub)
+        except Exception:  # noqa: BLE001 - the course's notebook is unreadable: the reason still stands
+            most = 0.0
+        outcome = Outcome(sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, most)
+        outcome.reason = reason
         return outcome
 
     def store(self, sub: Submission, outcome: Outcome) -> None:
         """Keep a submission's outcome, so that a re-run skips it."""
-        path = self.result_path(sub)
+        self._write(self.result_path(sub), outcome)
+        self._fallback_path(sub).unlink(missing_ok=True)
+
+    @staticmethod
+    def _write(path: Path, outcome: Outcome) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(outcome.to_json())
-        tmp.replace(path)
+        try:
+            tmp.write_text(outcome.to_json(), encoding="utf-8")
+            tmp.replace(path)
+        finally:
+            if tmp.is_file():
+                tmp.unlink()
 
     def forget(self, sub: Submission) -> None:
         """Drop a submission's stored outcome, so that a re-run grades it again."""
-        self.result_path(sub).unlink(missing_ok=True)
+        for path in (self.result_path(sub), self._fallback_path(sub)):
+            if path.is_file():
+                path.unlink()
 
     def max_score(self, sub: Submission) -> float:
         """The points a notebook of the submission's assignment is worth."""
@@ -383,7 +425,10 @@ class Grader:
         outcomes: list[Outcome] = []
         todo: list[Submission] = []
         for sub in submissions:
-            previous = None if force else self.done(sub, sha256(sub.path))
+            try:
+                previous = None if force else self.done(sub, sha256(sub.path))
+            except OSError:
+                previous = None  # grade_one meets it again and makes it this submission's outcome
             if previous is not None:
                 outcomes.append(previous)
                 if on_done:
@@ -736,6 +781,12 @@ def _redacted(stop: Stop | None, hidden: list[str]) -> dict[str, Any]:
     if "detail" in data:
         data["detail"] = seeds.redact(str(data["detail"]), hidden)
     return data
+
+
+def _why(exc: BaseException) -> str:
+    """An exception as a reason: its type and its first line, cut to 300 characters."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
 
 
 def kernel_kind(source: Any) -> str:

@@ -35,35 +35,49 @@ of the course (set aside, not graded in a run of one assignment), not a notebook
 assignment, no student id, or superseded by a later file of the same student and assignment.
 Damaged but recoverable notebooks are read: a UTF-8 byte-order mark, UTF-16, Latin-1 and nbformat 3
 files are converted (:func:`read_notebook`).
+
+Everything here is untrusted: a notebook is bounded before it is parsed
+(:mod:`autograder.engine.notebook_file`), a zip is extracted entry by entry, bounded while streaming,
+under names the grader chooses (:mod:`autograder.engine.unzip`), and a file or folder name of any
+bytes, length or Unicode form becomes a bounded id (:mod:`autograder.engine.names`). In Moodle's
+"download in folders" export the participant folder owns every file in it: a file whose own name
+claims another participant is rejected. Whatever goes wrong with one file is that file's outcome.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import re
 import stat
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-from nbformat import NotebookNode
-
 from autograder.course import grade_id
+from autograder.engine import unzip
+from autograder.engine.names import bounded, near_collisions, nfc, shown, stable_id, student_id
+from autograder.engine.notebook_file import MAX_NOTEBOOK_BYTES, NotebookError, read_notebook
+from autograder.engine.unzip import MAX_TIMESTAMP_BYTES, TIMESTAMP_FILE
 
-MAX_ZIP_BYTES = 2 * 1024**3
-MAX_ZIP_FILES = 20_000
-MAX_NOTEBOOK_BYTES = 50 * 1024**2
-
-#: The file nbgrader's ``collect`` and exchange put beside a submitted notebook: its submission time.
-TIMESTAMP_FILE = "timestamp.txt"
+__all__ = [
+    "MAX_NOTEBOOK_BYTES",
+    "NotebookError",
+    "Rejected",
+    "Submission",
+    "TIMESTAMP_FILE",
+    "discover",
+    "identify",
+    "intake_warnings",
+    "read_notebook",
+    "stable_id",
+    "student_id",
+]
 
 CANVAS = re.compile(r"(?P<name>[^_]*)_(?:(?P<late>late)_)?(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)", re.I)
 MOODLE = re.compile(r"(?P<name>[^_]+)_(?P<id>\d+)_assignsubmission_[a-z]+_(?P<file>.*)", re.S)
+#: The longest display name kept (Canvas's sortable name, Moodle's full name).
+MAX_NAME = 200
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,8 @@ class Submission:
     assignment: str
     path: Path
     origin: str
-    """The input file as the instructor named it (relative path, or ``archive.zip:member``)."""
+    """The input file as the instructor named it (relative path, or ``archive.zip:member``), as text
+    any output can encode (:func:`~autograder.engine.names.shown`)."""
     lms: str = ""
     """``canvas``, ``moodle``, ``nbgrader`` or ``""`` (plain names): where the id comes from."""
     lms_id: str = ""
@@ -102,20 +117,6 @@ class Rejected:
     """A notebook of another assignment of the course, set aside in a run that grades one assignment."""
 
 
-def student_id(text: str) -> str:
-    """A student id usable as an nbgrader id and a folder name: other characters become ``_``."""
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", text.strip()).strip("._-")
-
-
-def stable_id(raw: str) -> str:
-    """An id safe as a folder name that never maps two different raw ids to one: ``raw`` itself when
-    it is safe, else its safe form and a hash of ``raw`` (``""`` when nothing of it is usable)."""
-    safe = student_id(raw)
-    if not safe or safe == raw:
-        return safe
-    return f"{safe}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
-
-
 @dataclass(frozen=True)
 class Identity:
     """Who a file belongs to, as its name or folder says."""
@@ -127,79 +128,50 @@ class Identity:
     late: bool = False
 
 
-def identify(file_name: str, prefix: str, folder: str = "") -> Identity:
-    """The student of a flat export's file: from its Canvas or Moodle name, the Moodle folder holding
-    it, or else the text before the assignment's name (``prefix``)."""
-    for text in (file_name, folder + "_"):
-        m = MOODLE.fullmatch(text)
-        if m:
-            return Identity(f"moodle-{m['id']}", "moodle", m["id"], m["name"].strip())
+def _identity(student: str, lms: str, raw_id: str, name: str = "", late: bool = False) -> Identity:
+    return Identity(bounded(student), lms, shown(nfc(raw_id))[:MAX_NAME], shown(nfc(name))[:MAX_NAME], late)
+
+
+def identify(file_name: str, prefix: str, folders: tuple[str, ...] = ()) -> Identity | str:
+    """The student of a flat export's file, or why it cannot be theirs.
+
+    The outermost Moodle participant folder among ``folders`` owns the file (Moodle names that folder;
+    the file's own name is what the participant uploaded): a file or folder inside it whose name
+    claims another participant is refused. Else the Moodle or Canvas file name, or the text before
+    the assignment's name (``prefix``)."""
+    owner = next((m for m in (MOODLE.fullmatch(f + "_") for f in folders) if m), None)
+    if owner:
+        for text in (*folders, file_name):
+            claim = MOODLE.fullmatch(text) or MOODLE.fullmatch(text + "_")
+            if claim and claim["id"] != owner["id"]:
+                who = shown(claim["name"].strip())
+                return (
+                    f"its name claims Moodle participant {claim['id']} ({who}), but it is in the folder of "
+                    f"participant {owner['id']}, who owns every file in it: not graded"
+                )
+        return _identity(f"moodle-{owner['id']}", "moodle", owner["id"], owner["name"].strip())
+    m = MOODLE.fullmatch(file_name)
+    if m:
+        return _identity(f"moodle-{m['id']}", "moodle", m["id"], m["name"].strip())
     m = CANVAS.fullmatch(file_name)
     if m:
-        return Identity(f"canvas-{m['id']}", "canvas", m["id"], m["name"], bool(m["late"]))
-    raw = prefix.strip(" _-")
-    return Identity(stable_id(raw), "", raw)
-
-
-class NotebookError(ValueError):
-    """A file that cannot be read as a notebook; the message is the exact reason."""
-
-
-def _decode(data: bytes) -> str:
-    """The text of a notebook file in whatever encoding an editor saved it."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        return data[3:].decode("utf-8")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16")
-    if len(data) >= 2 and (data[0] == 0) != (data[1] == 0):  # UTF-16 without a byte-order mark
-        return data.decode("utf-16-be" if data[0] == 0 else "utf-16-le")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        text = data.decode("latin-1")
-        try:
-            json.loads(text)
-        except ValueError:
-            raise NotebookError(f"not UTF-8 text ({exc}), nor Latin-1 notebook JSON") from None
-        return text
-
-
-def read_notebook(path: Path) -> NotebookNode:
-    """Read a notebook as nbformat 4, converting what is recoverable (UTF-8 with a byte-order mark,
-    UTF-16, Latin-1, nbformat 3); raise :class:`NotebookError` naming the exact reason otherwise."""
-    try:
-        text = _decode(path.read_bytes())
-    except UnicodeDecodeError as exc:
-        raise NotebookError(f"not readable text ({exc})") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise NotebookError(f"not valid notebook JSON ({type(exc).__name__}: {exc})") from None
-    if not isinstance(data, dict):
-        raise NotebookError(f"not a notebook: the file holds a JSON {type(data).__name__}, not an object")
-    major = data.get("nbformat")
-    if major not in (3, 4):
-        raise NotebookError(f"not a notebook: nbformat version {major!r}, expected 4 (or 3)")
-    try:
-        return nbformat.reads(json.dumps(data), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - any conversion failure is a stated rejection
-        first_line = str(exc).splitlines()[0][:160] if str(exc) else ""
-        raise NotebookError(f"not a readable notebook ({type(exc).__name__}: {first_line})") from None
+        return _identity(f"canvas-{m['id']}", "canvas", m["id"], m["name"], bool(m["late"]))
+    raw = nfc(prefix.strip(" _-"))
+    return _identity(stable_id(raw), "", raw)
 
 
 def _check_notebook(path: Path, answer_ids: set[str]) -> str | None:
     """Why the file is not a notebook of the assignment, or None when it is."""
-    size = path.stat().st_size
-    if size == 0:
-        return "empty file"
-    if size > MAX_NOTEBOOK_BYTES:
-        return f"file of {size} bytes is over the {MAX_NOTEBOOK_BYTES} byte limit for a notebook"
     try:
+        if path.stat().st_size == 0:
+            return "empty file"
         nb = read_notebook(path)
     except NotebookError as exc:
         return str(exc)
+    except OSError as exc:
+        return f"not readable ({type(exc).__name__}: {exc.strerror or exc})"
     cells = nb.get("cells", [])
-    ids = {grade_id(c) for c in cells} | {c.get("id") for c in cells}
+    ids = {grade_id(c) for c in cells} | {c.get("id") for c in cells if isinstance(c.get("id"), str)}
     if answer_ids and not (ids & answer_ids):
         return "not a notebook of this assignment: none of its answer cells are in it"
     return None
@@ -212,8 +184,11 @@ def _match_assignment(name: str, assignments: list[str]) -> str | None:
 
 @dataclass(frozen=True)
 class _File:
-    path: Path
+    parts: tuple[str, ...]
+    """Its path under the input, split into names (raw: not-UTF-8 bytes as lone surrogates)."""
     origin: str
+    path: Path | None
+    """Its bytes, or None for a file of a zip that is neither a notebook nor a time stamp."""
     timestamp: str = ""
 
 
@@ -233,123 +208,76 @@ def discover(
     rejected: list[Rejected] = []
     course = sorted(set(course or []) | set(assignments))
     if inputs.is_symlink():
-        return [], [Rejected(inputs.name, "a symbolic link, not a regular file: not followed")]
+        return [], [Rejected(shown(inputs.name), "a symbolic link, not a regular file: not followed")]
     if inputs.is_file():
-        if not zipfile.is_zipfile(inputs) and inputs.suffix.lower() != ".zip":
-            return _flat([_File(inputs, inputs.name)], assignments, course, answer_cells, rejected)
-        folder = scratch / "unzipped"
-        # made even when nothing is extracted (an empty, corrupt, unsafe or oversized archive)
-        folder.mkdir(parents=True, exist_ok=True)
-        files = _extract(inputs, folder, rejected)
-        root = folder
+        if not unzip.zipfile.is_zipfile(inputs) and inputs.suffix.lower() != ".zip":
+            single = _File((inputs.name,), shown(inputs.name), inputs)
+            return _flat([single], assignments, course, answer_cells, rejected)
+        entries, refused = unzip.extract(inputs, scratch / "unzipped")
+        rejected += [Rejected(r.origin, r.reason) for r in refused]
+        files = [_File(e.parts, e.origin, e.path, e.timestamp) for e in entries]
     elif inputs.is_dir():
-        root = inputs
         files = _walk(inputs, rejected)
     elif inputs.exists():
-        return [], [Rejected(inputs.name, "not a regular file or folder (a device, pipe or socket)")]
+        return [], [Rejected(shown(inputs.name), "not a regular file or folder (a device, pipe or socket)")]
     else:
         raise FileNotFoundError(f"no such file or folder: {inputs}")
-
-    top = [p for p in root.iterdir() if not p.is_symlink()]
-    if not _is_nbgrader_layout(root, course) and len(top) == 1 and top[0].is_dir():
-        root = top[0]  # the layout may sit in one folder, as ``zip -r export.zip submitted`` makes it
-    if _is_nbgrader_layout(root, course):
-        return _nbgrader(files, root, assignments, course, answer_cells, rejected)
+    tops = {f.parts[0] for f in files if len(f.parts) > 1} | {f.parts[0] for f in files if len(f.parts) == 1}
+    if not _is_nbgrader_layout(files, course) and len(tops) == 1 and all(len(f.parts) > 1 for f in files):
+        # the layout may sit in one folder, as ``zip -r export.zip submitted`` makes it
+        inner = [_File(f.parts[1:], f.origin, f.path, f.timestamp) for f in files]
+        if _is_nbgrader_layout(inner, course):
+            files = inner
+    if _is_nbgrader_layout(files, course):
+        return _nbgrader(files, assignments, course, answer_cells, rejected)
     return _flat(files, assignments, course, answer_cells, rejected)
 
 
 def _walk(folder: Path, rejected: list[Rejected]) -> list[_File]:
-    """The regular files under ``folder``; symbolic links, devices, pipes and sockets are rejected."""
+    """The regular files under ``folder``; symbolic links, devices, pipes, sockets and what cannot be
+    read are rejected."""
     files = []
-    for dirpath, dirnames, filenames in os.walk(folder):
+
+    def unreadable(exc: OSError) -> None:
+        where = Path(exc.filename).relative_to(folder) if exc.filename else Path(".")
+        rejected.append(Rejected(shown(str(where)), f"a folder that cannot be read ({exc.strerror})"))
+
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable):
         here = Path(dirpath)
         for name in sorted(dirnames):
             if (here / name).is_symlink():
                 dirnames.remove(name)
-                origin = str((here / name).relative_to(folder))
+                origin = shown(str((here / name).relative_to(folder)))
                 rejected.append(
                     Rejected(origin, "a symbolic link to a folder, not a regular file: not followed")
                 )
         dirnames.sort()
         for name in sorted(filenames):
             path = here / name
-            origin = str(path.relative_to(folder))
-            mode = os.lstat(path).st_mode
+            parts = path.relative_to(folder).parts
+            origin = shown("/".join(parts))
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError as exc:
+                rejected.append(Rejected(origin, f"not readable ({exc.strerror})"))
+                continue
             if stat.S_ISLNK(mode):
                 rejected.append(Rejected(origin, "a symbolic link, not a regular file: not followed"))
             elif not stat.S_ISREG(mode):
                 rejected.append(Rejected(origin, "not a regular file (a device, pipe or socket)"))
             else:
-                files.append(_File(path, origin))
+                files.append(_File(parts, origin, path))
     return files
 
 
-def _zip_time(m: zipfile.ZipInfo) -> str:
-    try:
-        return dt.datetime(*m.date_time).isoformat()
-    except ValueError:
-        return ""
-
-
-def _extract(archive: Path, folder: Path, rejected: list[Rejected]) -> list[_File]:
-    files = []
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            members = [m for m in zf.infolist() if not m.is_dir()]
-            if len(members) > MAX_ZIP_FILES or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-                rejected.append(Rejected(archive.name, "zip archive too large to extract safely"))
-                return []
-            for m in members:
-                origin = f"{archive.name}:{m.filename}"
-                parts = Path(m.filename).parts
-                target = folder / Path(*parts) if parts else folder
-                if (
-                    Path(m.filename).is_absolute()
-                    or ".." in parts
-                    or not target.resolve().is_relative_to(folder.resolve())
-                ):
-                    rejected.append(Rejected(origin, "unsafe path in zip archive"))
-                    continue
-                mode = m.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    rejected.append(
-                        Rejected(origin, "a symbolic link in the zip archive, not a regular file")
-                    )
-                    continue
-                if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
-                    rejected.append(Rejected(origin, "not a regular file in the zip archive"))
-                    continue
-                # A damaged, encrypted or oddly compressed member is rejected alone: the others are graded.
-                if m.flag_bits & 0x1:
-                    rejected.append(Rejected(origin, "not readable from the zip archive (it is encrypted)"))
-                    continue
-                try:
-                    with zf.open(m) as src:
-                        content = src.read()
-                except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-                    rejected.append(Rejected(origin, f"not readable from the zip archive ({exc})"))
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-                files.append(_File(target, origin, _zip_time(m)))
-    except (zipfile.BadZipFile, OSError) as exc:
-        rejected.append(Rejected(archive.name, f"not a readable zip archive ({exc})"))
-    return files
-
-
-def _is_nbgrader_layout(root: Path, assignments: list[str]) -> bool:
-    return any(
-        d.is_dir() and d.name in assignments
-        for s in root.iterdir()
-        if s.is_dir() and not s.is_symlink()
-        for d in s.iterdir()
-    )
+def _is_nbgrader_layout(files: list[_File], assignments: list[str]) -> bool:
+    return any(len(f.parts) >= 3 and f.parts[1] in assignments for f in files)
 
 
 def _accept(
     f: _File, who: Identity, assignment: str, answer_cells: dict[str, set[str]]
 ) -> Submission | Rejected:
-    if not f.path.name.endswith(".ipynb"):
+    if not f.parts[-1].endswith(".ipynb") or f.path is None:
         return Rejected(f.origin, "not a notebook (.ipynb) file", who.student, assignment)
     if not who.student:
         return Rejected(f.origin, "no student id in the file name", "", assignment)
@@ -361,30 +289,36 @@ def _accept(
     )
 
 
-def _nbgrader_timestamp(path: Path) -> str:
+def _nbgrader_timestamp(path: Path | None) -> str:
     """nbgrader's ``timestamp.txt`` as ISO 8601 (UTC), or ``""`` when it is missing or unreadable."""
     from nbgrader.utils import parse_utc
 
+    if path is None:
+        return ""
     try:
-        return parse_utc(path.read_text(encoding="utf-8").strip()).isoformat()
-    except (OSError, ValueError, TypeError, OverflowError):
+        with path.open("rb") as f:
+            text = f.read(MAX_TIMESTAMP_BYTES).decode("utf-8")
+        return parse_utc(text.strip()).isoformat()
+    except Exception:  # noqa: BLE001 - a learner's file: anything in it means "unknown"
         return ""
 
 
-def _nbgrader(files: list[_File], root: Path, assignments, course, answer_cells, rejected):
+def _nbgrader(files: list[_File], assignments, course, answer_cells, rejected):
     found: list[Submission] = []
+    present = {f.parts for f in files}
+    stamps = {f.parts[:2]: f.path for f in files if len(f.parts) == 3 and f.parts[2] == TIMESTAMP_FILE}
     for f in files:
-        rel = f.path.relative_to(root).parts
+        rel = f.parts
         if len(rel) == 3 and rel[2] == TIMESTAMP_FILE and rel[1] in course:
             continue  # read with the notebook beside it
         if len(rel) != 3:
             rejected.append(Rejected(f.origin, "not in nbgrader's <student>/<assignment>/<notebook> layout"))
             continue
         folder, assignment, name = rel
-        who = Identity(stable_id(folder), "nbgrader", folder)
+        who = _identity(stable_id(folder), "nbgrader", folder)
         if assignment not in course:
             rejected.append(
-                Rejected(f.origin, f"{assignment!r} is not an assignment being graded", who.student)
+                Rejected(f.origin, f"{shown(assignment)!r} is not an assignment being graded", who.student)
             )
             continue
         if assignment not in assignments:
@@ -395,7 +329,7 @@ def _nbgrader(files: list[_File], root: Path, assignments, course, answer_cells,
             )
             continue
         expected = f"{assignment}.ipynb"
-        if name != expected and (f.path.parent / expected).is_file():
+        if name != expected and (folder, assignment, expected) in present:
             rejected.append(
                 Rejected(
                     f.origin,
@@ -405,8 +339,8 @@ def _nbgrader(files: list[_File], root: Path, assignments, course, answer_cells,
                 )
             )
             continue
-        stamp = _nbgrader_timestamp(f.path.parent / TIMESTAMP_FILE) or f.timestamp
-        outcome = _accept(_File(f.path, f.origin, stamp), who, assignment, answer_cells)
+        stamp = _nbgrader_timestamp(stamps.get((folder, assignment))) or f.timestamp
+        outcome = _accept(_File(f.parts, f.origin, f.path, stamp), who, assignment, answer_cells)
         (found if isinstance(outcome, Submission) else rejected).append(outcome)
     return _dedupe(found, rejected)
 
@@ -414,7 +348,7 @@ def _nbgrader(files: list[_File], root: Path, assignments, course, answer_cells,
 def _flat(files: list[_File], assignments, course, answer_cells, rejected):
     found: list[Submission] = []
     for f in files:
-        name = f.path.name
+        name = nfc(f.parts[-1])
         assignment = _match_assignment(name, course)
         if assignment is None:
             reason = (
@@ -424,7 +358,10 @@ def _flat(files: list[_File], assignments, course, answer_cells, rejected):
             )
             rejected.append(Rejected(f.origin, reason))
             continue
-        who = identify(name, name[: name.index(assignment)], f.path.parent.name)
+        who = identify(name, name[: name.index(assignment)], tuple(nfc(p) for p in f.parts[:-1]))
+        if isinstance(who, str):
+            rejected.append(Rejected(f.origin, who, "", assignment))
+            continue
         if assignment not in assignments:
             rejected.append(
                 Rejected(
@@ -483,3 +420,67 @@ def _dedupe(found: list[Submission], rejected: list[Rejected]) -> tuple[list[Sub
                 )
             )
     return sorted(keep.values(), key=lambda s: (s.assignment, s.student)), rejected
+
+
+#: Where the time each assignment's release was first seen is kept, in the course directory.
+RELEASED_FILE = Path("autograder") / "released.json"
+
+
+def release_times(root: Path, assignments: list[str]) -> dict[str, dt.datetime]:
+    """When each assignment was released, as far as the course directory knows (UTC): the time its
+    student version was first seen in ``release/``, kept in :data:`RELEASED_FILE` from then on."""
+    path = root / RELEASED_FILE
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    changed = False
+    for name in assignments:
+        release = root / "release" / name / f"{name}.ipynb"
+        if name not in known and release.is_file():
+            known[name] = (
+                dt.datetime.fromtimestamp(release.stat().st_mtime, dt.UTC).replace(tzinfo=None).isoformat()
+            )
+            changed = True
+    if changed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
+    times = {}
+    for name, text in known.items():
+        try:
+            times[name] = dt.datetime.fromisoformat(str(text))
+        except ValueError:
+            continue
+    return times
+
+
+def intake_warnings(
+    submissions: list[Submission], released: dict[str, dt.datetime], now: dt.datetime
+) -> list[str]:
+    """What the instructor should look at that changes no score: names that may be one person's
+    (:func:`~autograder.engine.names.near_collisions`), and submission times that cannot be true
+    (before the assignment's release, or after ``now``; UTC, naive)."""
+    people = {(s.student, s.lms_id) for s in submissions if s.lms in ("", "nbgrader")}
+    warnings = near_collisions(sorted(people))
+    slack = dt.timedelta(days=1)  # a zip entry's time is the exporting machine's local time
+    for s in submissions:
+        try:
+            when = dt.datetime.fromisoformat(s.timestamp).replace(tzinfo=None) if s.timestamp else None
+        except ValueError:
+            when = None
+        if when is None:
+            continue
+        start = released.get(s.assignment)
+        if start is not None and when < start - slack:
+            why = f"before {s.assignment} was released ({start.isoformat()})"
+        elif when > now + slack:
+            why = f"after this run ({now.replace(microsecond=0).isoformat()})"
+        else:
+            continue
+        warnings.append(
+            f"the submission time of {s.student} ({s.origin}) is {when.isoformat()}, {why}: it cannot be "
+            "true. Under nbgrader's exchange, timestamp.txt is written by the learner's own `nbgrader "
+            "submit`, so it can be forged"
+        )
+    return warnings

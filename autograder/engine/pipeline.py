@@ -22,7 +22,7 @@ from autograder.build import generate, sync_sources
 from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
 from autograder.engine import gradebook, outputs
 from autograder.engine.grade import Grader, Limits, Outcome
-from autograder.engine.intake import Rejected, Submission, discover
+from autograder.engine.intake import Rejected, Submission, discover, intake_warnings, release_times
 from autograder.engine.roster import Roster, load_roster
 
 
@@ -166,6 +166,8 @@ def grade_class(
         submissions, rejected = discover(inputs, wanted, answer_cells, scratch, course=list(by_name))
         n_inputs = len(submissions) + len(rejected)
         submissions = _check_roster(submissions, rejected, people)
+        now = started.replace(tzinfo=None)
+        noticed = intake_warnings(submissions, release_times(root, wanted), now)
         skipped: list[Outcome] = []
 
         def show(outcome: Outcome, was_skipped: bool) -> None:
@@ -181,7 +183,7 @@ def grade_class(
         )
         result.lost = grader.lost
         refused = getattr(executor, "refused", {})
-        result.notes = [
+        result.notes = noticed + [
             f"the Dask worker {w} got no notebook of this run: it {r}" for w, r in sorted(refused.items())
         ]
         seen = {id(o) for o in skipped}

@@ -1,0 +1,98 @@
+"""Names from outside (file and folder names, LMS display names) as ids, as text, and compared.
+
+A file name can be any bytes but ``/`` and NUL (Python gives the bytes that are not UTF-8 as lone
+surrogates), up to 255 bytes; a zip entry's name up to 65 535 bytes; the same name typed on macOS
+arrives decomposed (NFD). Here:
+
+* :func:`shown` is a name as text that any output can encode: bytes that are not UTF-8 become
+  ``\\xNN``;
+* :func:`stable_id` is a student id made from a raw name: safe as a folder name and an nbgrader id,
+  at most :data:`MAX_ID` characters, the same for a name in NFC and in NFD, and never the same for two
+  different names (a hash of the raw name is added whenever the id is not the name itself);
+* :func:`near_collisions` names the students whose ids differ but whose names differ only in case,
+  compatibility form or punctuation (``Kim Lee`` and ``kim_lee``): perhaps one person, perhaps two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+
+#: The longest student id (a result file is named after it; a file name has at most 255 bytes).
+MAX_ID = 64
+
+
+def shown(text: str) -> str:
+    """``text`` as valid Unicode: lone surrogates (a file name's bytes that are not UTF-8) as ``\\xNN``."""
+    return (
+        text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        if _has_surrogates(text)
+        else text
+    )
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC), which names are compared in."""
+    return unicodedata.normalize("NFC", text)
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def student_id(text: str) -> str:
+    """A student id usable as an nbgrader id and a folder name: other characters become ``_``."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text.strip()).strip("._-")
+
+
+def stable_id(raw: str) -> str:
+    """An id safe as a folder name that never maps two different raw ids to one: ``raw`` itself when
+    it is safe and at most :data:`MAX_ID` long, else its safe form (cut) and a hash of ``raw`` in NFC
+    (``""`` when nothing of it is usable)."""
+    raw = nfc(raw)
+    safe = student_id(raw)
+    if not safe or (safe == raw and len(safe) <= MAX_ID):
+        return safe
+    return f"{safe[: MAX_ID - 7]}-{_digest(raw)[:6]}"
+
+
+def bounded(student: str) -> str:
+    """A student id made elsewhere (``moodle-<id>``) kept under :data:`MAX_ID` the same way."""
+    if len(student) <= MAX_ID:
+        return student
+    return f"{student_id(student)[: MAX_ID - 7]}-{_digest(student)[:6]}"
+
+
+def _fold(name: str) -> str:
+    """What two names that may be one person's share: NFKC, case-folded, letters and digits only."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
+
+
+def near_collisions(people: Iterable[tuple[str, str]]) -> list[str]:
+    """A warning for each group of distinct students, given as ``(student, raw name)``, whose names
+    differ only in case, compatibility form or punctuation."""
+    groups: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for student, name in people:
+        if _fold(name):
+            groups[_fold(name)].add((student, shown(name)))
+    warnings = []
+    for found in groups.values():
+        students = sorted({s for s, _ in found})
+        if len(students) > 1:
+            names = ", ".join(repr(n) for n in sorted({n for _, n in found}))
+            warnings.append(
+                f"the names {names} differ only in case, Unicode form or punctuation, and are graded as "
+                f"{len(students)} students ({', '.join(students)}): check that they are not one person"
+            )
+    return warnings
