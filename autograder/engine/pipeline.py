@@ -279,7 +279,7 @@ def _finish(
     report = outputs.write_report(root, db, out or root / "grading", by_name, warnings)
     this_run = {(o.student, o.assignment) for o in result.outcomes}
     result.outcomes = [o for o in report.outcomes if (o.student, o.assignment) in this_run]
-    result.files, result.warnings = report.files, warnings
+    result.files, result.warnings = report.files, report.warnings  # with what the report found
     result.summary, result.grades_csv = report.files["summary"], report.files["grades"]
     return result
 
