@@ -114,3 +114,18 @@ def test_the_guard_holds_back_only_environment_failures_and_never_points() -> No
     assert systemic_failure(forgers + honest) is None
     own = {**malformed, "feedback": "not graded: the test cell raised ZeroDivisionError: division by zero"}
     assert systemic_failure([outcome(f"z{i}", 0.0, cells=[own]) for i in range(4)]) is None
+
+
+def test_kernel_text_in_events_is_cleaned_and_cut_where_it_crosses_into_the_grader() -> None:
+    from autograder.engine.verdicts import clean_event
+
+    end = {"event": "end", "reason": "bad_message", "detail": "\x1b[2J\ud800" + "m" * 1000 + ": KeyError"}
+    cell = {"event": "cell", "id": "x\x1b]0;t\x07", "error": "E: " + "\u202e" + "e" * 5000, "seconds": 1.0}
+    cleaned_end, cleaned_cell = clean_event(end), clean_event(cell)
+    assert cleaned_end["detail"] == "[2J\ufffd" + "m" * 493 + "..."
+    assert (cleaned_cell["id"], len(cleaned_cell["error"]), cleaned_cell["seconds"]) == ("x]0;t", 2000, 1.0)
+    assert (
+        Stop.from_dict(cleaned_end)
+        .sentence()
+        .startswith("the notebook sent the grader a message it could not handle ([2J\ufffdmmm")
+    )
