@@ -9,6 +9,7 @@ from pathlib import Path
 
 from autograder.course import COURSE, NOTEBOOKS, SOLUTIONS, CourseError
 from autograder.engine.contract import Limits
+from autograder.engine.untrusted import clean, terminal
 
 GIB, MIB = 1024**3, 1024**2
 
@@ -66,7 +67,7 @@ def _grade(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
         )
     except (GradebookError, RosterError, *unreachable) as exc:
-        print(f"error: {exc}. Nothing was graded.", file=sys.stderr)
+        print(f"error: {terminal(exc)}. Nothing was graded.", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         # before grading started (building the course, reading the export) or while writing outputs
@@ -75,13 +76,13 @@ def _grade(args: argparse.Namespace) -> int:
     print(outputs.table(result.outcomes))
     for r in result.rejected:
         if not r.other_assignment:
-            print(f"rejected {r.origin}: {r.reason}")
+            print(f"rejected {terminal(r.origin)}: {terminal(r.reason)}")
     aside = [r for r in result.rejected if r.other_assignment]
     if aside:
         print(f"{len(aside)} files of other assignments set aside (listed in the summary)")
     _print_files(result.files, args.course)
     for warning in result.warnings:
-        print(f"\nWARNING: {warning.rstrip('.')}.", file=sys.stderr)
+        print(f"\nWARNING: {terminal(warning).rstrip('.')}.", file=sys.stderr)
     if result.lost:
         return 4
     if result.interrupted:
@@ -116,7 +117,7 @@ def _report(args: argparse.Namespace) -> int:
     print(outputs.table(report.outcomes))
     _print_files(report.files, args.course)
     for warning in report.warnings:
-        print(f"\nWARNING: {warning}.", file=sys.stderr)
+        print(f"\nWARNING: {terminal(warning)}.", file=sys.stderr)
     return 0
 
 
@@ -125,22 +126,19 @@ def _check(args: argparse.Namespace) -> int:
 
     live = None if args.quiet else sys.stdout
     if live:
-        print(f"Checking {args.notebook.name} with the tests you can see; each result as its cell runs.\n",
+        print(f"Checking {terminal(args.notebook.name)} with the tests you can see; each result as its cell runs.\n",
               flush=True)  # fmt: skip
     outcome = check_notebook(args.notebook, out=live)
     print(f"{outcome.assignment}: {outcome.score:g} / {outcome.max_score:g} points\n")
     if outcome.reason:
-        print(f"Stopped early: {outcome.reason}.\n")
+        print(f"Stopped early: {terminal(outcome.reason)}.\n")
     for note in outcome.restored + outcome.errors:
-        print(f"Note: {note}")
+        print(f"Note: {terminal(note)}")
     for cell in outcome.cells:
         if live and not cell["feedback"].startswith("not graded"):
             continue  # already shown as its cell ran
-        print(
-            cell["feedback"]
-            if cell["feedback"].startswith(cell["grade_id"])
-            else f"{cell['grade_id']}: {cell['feedback']}"
-        )
+        feedback = clean(cell["feedback"])  # several lines, none with an escape sequence
+        print(feedback if feedback.startswith(cell["grade_id"]) else f"{cell['grade_id']}: {feedback}")
         print()
     return 0
 
@@ -335,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except CourseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal(exc)}", file=sys.stderr)
         return 2
 
 

@@ -19,7 +19,8 @@ from autograder.engine.contract import (
     read_events,
 )
 from autograder.engine.grade import Outcome
-from autograder.engine.outputs import failure_signature, table
+from autograder.engine.outputs import table
+from autograder.engine.systemic import failure_signature
 from autograder.engine.verdicts import grade_notebook
 
 
@@ -152,9 +153,12 @@ def test_the_command_line_sets_the_limits_it_names() -> None:
     )
 
 
-def test_a_stops_signature_comes_from_its_code_with_numbers_as_n() -> None:
-    stop = Stop(StopReason.CELL_TIMEOUT, "slow_cell", limit=8)
-    outcome = Outcome(
-        "ada", "01_linear_layer", "x", "0", "stopped", 0.0, 7.0, "too slow!", stop=stop.to_dict()
-    )
-    assert failure_signature(outcome) == "a cell ran longer than the N s a cell may take, and was stopped"
+def test_a_stops_signature_comes_from_its_code_and_only_a_stop_no_notebook_causes_counts() -> None:
+    def stopped(stop: Stop) -> Outcome:
+        return Outcome("ada", "01_linear_layer", "x", "0", "stopped", 0.0, 7.0, "why", stop=stop.to_dict())
+
+    failed = stopped(Stop(StopReason.KERNEL_FAILED, detail="jail: 12 mounts failed"))
+    assert failure_signature(failed) == "the kernel could not be started"
+    # a learner's loop or os._exit stops their own notebook: never the environment's signature
+    assert failure_signature(stopped(Stop(StopReason.CELL_TIMEOUT, "slow_cell", limit=8))) is None
+    assert failure_signature(stopped(Stop(StopReason.DEAD, detail="exit 3"))) is None

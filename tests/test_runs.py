@@ -99,26 +99,33 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
 
 
 def test_a_class_failing_the_same_way_is_not_recorded_as_zeros(notebooks, tmp_path: Path) -> None:
-    """Every kernel hits the same PermissionError (as in a broken grading environment): the run says
-    so, stores nothing, writes nothing to the gradebook; a class of blank notebooks is graded as usual."""
+    """The kernels lack a module the course's set-up cell imports (a broken grading environment): every
+    test cell fails for want of its checks, the run says so, stores nothing, writes nothing to the
+    gradebook; a class of blank notebooks, failing its own way in every cell, is graded as usual."""
     from nbgrader.api import Gradebook
 
     source, release = notebooks
-    broken = copy.deepcopy(release)
-    for cell in broken.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = "raise PermissionError(13, 'Permission denied', '/usr/lib/python3/numpy')"
-    root = tmp_path / "course"
-    for kind, nb in (("broken", broken), ("blank", release)):
-        inbox = tmp_path / kind
-        inbox.mkdir()
+    broken_course = tmp_path / "broken-solutions"
+    shutil.copytree(FIXTURE, broken_course)
+    tiny = broken_course / f"{TINY}.py"
+    tiny.write_text(
+        tiny.read_text().replace("import numpy as np\n", "import numpy as np\nimport not_in_kernel\n", 1)
+    )
+    for kind, nb, solutions in (
+        ("broken", solved(source, release), broken_course),
+        ("blank", release, FIXTURE),
+    ):
+        root = tmp_path / kind / "course"
+        inbox = tmp_path / kind / "inbox"
+        inbox.mkdir(parents=True)
         for i in range(5):
             nbformat.write(nb, inbox / f"{kind}{i}_{TINY}.ipynb")
-        result = grade_class(inbox, TINY, root, FIXTURE, workers=2, limits=LIMITS, progress=False)
+        result = grade_class(inbox, TINY, root, solutions, workers=2, limits=LIMITS, progress=False)
         if kind == "broken":
             assert result.systemic and result.systemic.startswith(
-                "5 of the 5 notebooks graded in this run failed the same way (0 points, with PermissionError"
-            )
+                "5 of the 5 notebooks graded in this run failed the same way (0 points: every test cell "
+                "failed with NameError). This looks like a problem of the grading environment"
+            ), result.systemic
             assert not result.ok and result.outcomes == []
             assert results(root) == []
             assert "WARNING: 5 of the 5 notebooks" in result.summary.read_text()

@@ -18,7 +18,7 @@ from autograder.engine.verdicts import (
     grade_cell,
     grade_notebook,
 )
-from autograder.evidence import dumps
+from autograder.evidence import EvidenceError, dumps, loads
 from autograder.grading.linear_layer import grade_linear_layer, grade_mse_loss
 
 LINEAR = GradeCell(
@@ -150,13 +150,21 @@ MALFORMED = [
         {"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [0] * 70}}
     ),
     " " * (8 * 1024 * 1024 + 1),
+    # issue 16: these raised OverflowError or a numpy parser's SyntaxError, which failed the whole notebook
+    '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [Infinity]}}',
+    '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [NaN, 0]}}',
+    '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [1e400]}}',
+    '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "(08)f8", "shape": [0]}}',
 ]
 
 
 @pytest.mark.parametrize("text", MALFORMED, ids=[f"malformed-{i}" for i in range(len(MALFORMED))])
-def test_malformed_evidence_text_is_ignored(correct, text: str) -> None:
+def test_malformed_evidence_text_is_ignored_with_the_reason(correct, text: str) -> None:
+    with pytest.raises(EvidenceError) as info:
+        loads(text)
     alone = grade_cell(LINEAR, cell_event(LINEAR.grade_id, text), None)
-    assert alone == CellResult("test_linear_layer", 4.0, 0.0, NO_RESULT)
+    why = f"not graded: the evidence its check recorded is malformed ({info.value})"
+    assert alone == CellResult("test_linear_layer", 4.0, 0.0, why)
     # it neither crashes the grading nor hides well-formed evidence beside it
     before = grade_cell(LINEAR, cell_event(LINEAR.grade_id, text, correct[7]), None)
     after = grade_cell(LINEAR, cell_event(LINEAR.grade_id, correct[7], text), None)

@@ -30,6 +30,7 @@ from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event,
 from autograder.engine.grade import Executed, Grader, Outcome, Work, timing_breakdown
 from autograder.engine.intake import Submission
 from autograder.engine.prepare import GradeCell, grade_cells
+from autograder.engine.untrusted import clean, terminal
 
 #: A cell still running after this many seconds is announced (and again every as many seconds).
 SLOW_CELL_SECONDS = 5.0
@@ -80,7 +81,7 @@ class Progress:
         feedback = result.feedback
         if not result.passed and feedback.startswith("not graded"):
             feedback = f"{result.grade_id}: 0 / {result.points:g} points, {feedback}"
-        print(feedback + "\n", file=self.out, flush=True)
+        print(clean(feedback) + "\n", file=self.out, flush=True)
 
     def tick(self) -> None:
         """Say which cell is still running, every :data:`SLOW_CELL_SECONDS` it goes on."""
@@ -94,7 +95,7 @@ class Progress:
         if self.running is None:
             return
         source = self.cells[self.running].source
-        first = next((line.strip() for line in source.splitlines() if line.strip()), "")[:60]
+        first = terminal(next((line.strip() for line in source.splitlines() if line.strip()), ""), 60)
         print(
             f"... cell {self.running + 1} still running after {waited:.0f} s: {first}",
             file=self.out,

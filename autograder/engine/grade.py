@@ -35,18 +35,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
 import nbformat
 
 from autograder.course import Assignment, grade_id, is_grade, is_locked, is_solution, points
-from autograder.engine import jail, method, seeds
+from autograder.engine import jail, method, seeds, untrusted
 from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
 from autograder.engine.intake import Submission, read_notebook
 from autograder.engine.prepare import Prepared, prepare
-from autograder.engine.verdicts import grade_notebook
+from autograder.engine.verdicts import clean_event, grade_notebook
 
 
 @dataclass
@@ -95,8 +95,27 @@ class Outcome:
     (empty when it did not, and in outcomes stored before it was kept)."""
 
     def to_json(self) -> str:
-        """The outcome as JSON, for the results store."""
-        return json.dumps(asdict(self), indent=1)
+        """The outcome as JSON, for the results store, every string made renderable first: nothing is
+        stored that a report cannot write."""
+        return json.dumps(untrusted.clean_tree(asdict(self)), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Outcome:
+        """An outcome as :meth:`to_json` stored it; :class:`ValueError` says why a stored one cannot be
+        used (not JSON, a field unknown, missing or of the wrong type, text no UTF-8 file can hold)."""
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        annotations = {f.name: str(f.type) for f in fields(cls)}
+        return cls(**untrusted.check_record(json.loads(text), annotations, required, STORED_ITEMS))
+
+
+#: What each item of an :class:`Outcome`'s list fields must be, for the report to render it.
+STORED_ITEMS = {
+    "cells": {"grade_id": "str", "points": "float", "score": "float", "feedback": "str"},
+    "answers": {"id": "str", "source": "str"},
+    "restored": "str",
+    "errors": "str",
+    "flags": "str",
+}
 
 
 def sha256(path: Path) -> str:
@@ -221,10 +240,9 @@ class Grader:
         if not path.exists():
             return None
         try:
-            data = json.loads(path.read_text())
-            stored = Outcome(**data)
-        except (OSError, TypeError, ValueError):
-            return None
+            stored = Outcome.from_json(path.read_text(encoding="utf-8", errors="surrogateescape"))
+        except (OSError, TypeError, ValueError, RecursionError):
+            return None  # graded again, and stored anew
         if stored.sha256 != digest:
             return None
         if stored.course_version != self.version(sub.assignment):
@@ -764,11 +782,11 @@ def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook:
 
 
 def _learner_errors(events: list[dict[str, Any]], prepared: Prepared) -> list[str]:
-    """The errors the learner's own (ungraded) cells raised, as the runner's events have them."""
+    """The errors the learner's own (ungraded) cells raised, as the runner's events have them (cleaned)."""
     graded = {c.grade_id for c in prepared.grade_cells}
     return [
         f"cell {e.get('id')!r} raised {e['error']}"
-        for e in events
+        for e in map(clean_event, events)
         if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
     ]
 

@@ -14,16 +14,17 @@
   "Import" > "CSV file": ``First name``, ``Last name``, ``Email address`` (the field to map users by),
   a column per assignment and ``Total``.
 
-All read final scores (manual adjustments and late penalties included) from the gradebook.
+All read final scores (manual adjustments and late penalties included) from the gradebook, and write
+through :class:`~autograder.engine.untrusted.CsvWriter`: a name that starts like a formula is text.
 """
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 
 from autograder.engine.gradebook import Final
+from autograder.engine.untrusted import CsvWriter
 
 
 def canvas_file_name(
@@ -45,10 +46,6 @@ def moodle_file_name(full_name: str, participant_id: int, file_name: str) -> str
     return f"{full_name.replace('_', ' ')}_{participant_id}_assignsubmission_file_{file_name}"
 
 
-def _fmt(x: float) -> str:
-    return f"{x:g}"
-
-
 def write_canvas_import(path: Path, finals: list[Final], people: dict[str, dict[str, str]]) -> int:
     """Write Canvas's gradebook import CSV for the Canvas students among ``finals``; return the rows.
 
@@ -61,9 +58,9 @@ def write_canvas_import(path: Path, finals: list[Final], people: dict[str, dict[
     for f in canvas:
         rows[f.student][f.assignment] = f
     with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = CsvWriter(fh)
         w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *assignments, "Final Points"])
-        w.writerow(["Points Possible", "", "", "", "", *(_fmt(maxima[a]) for a in assignments), ""])
+        w.writerow(["Points Possible", "", "", "", "", *(maxima[a] for a in assignments), ""])
         for student in sorted(rows, key=lambda s: int(s.split("-", 1)[1])):
             got = rows[student]
             p = people.get(student, {})
@@ -76,8 +73,8 @@ def write_canvas_import(path: Path, finals: list[Final], people: dict[str, dict[
                     p.get("sis_user_id", ""),
                     p.get("sis_login_id", ""),
                     p.get("section", ""),
-                    *(_fmt(got[a].score) if a in got else "" for a in assignments),
-                    _fmt(sum(f.score for f in got.values())),
+                    *((got[a].score) if a in got else "" for a in assignments),
+                    (sum(f.score for f in got.values())),
                 ]
             )
     return len(rows)
@@ -94,7 +91,7 @@ def write_moodle_worksheets(folder: Path, finals: list[Final]) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"moodle_worksheet_{assignment}.csv"
         with path.open("w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
+            w = CsvWriter(fh)
             w.writerow(
                 [
                     "Identifier",
@@ -117,8 +114,8 @@ def write_moodle_worksheets(folder: Path, finals: list[Final]) -> list[Path]:
                         name,
                         f.email,
                         "Submitted for grading",
-                        _fmt(f.score),
-                        _fmt(f.max_score),
+                        (f.score),
+                        (f.max_score),
                         "Yes",
                         f.timestamp,
                         "",
@@ -142,7 +139,7 @@ def write_moodle_gradebook(path: Path, finals: list[Final]) -> int:
         return 0
     assignments = sorted({a for got in rows.values() for a in got})
     with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = CsvWriter(fh)
         w.writerow(["First name", "Last name", "Email address", *assignments, "Total"])
         for email in sorted(rows):
             got = rows[email]
@@ -150,8 +147,8 @@ def write_moodle_gradebook(path: Path, finals: list[Final]) -> int:
                 [
                     *names[email],
                     email,
-                    *(_fmt(got[a].score) if a in got else "" for a in assignments),
-                    _fmt(sum(f.score for f in got.values())),
+                    *((got[a].score) if a in got else "" for a in assignments),
+                    (sum(f.score for f in got.values())),
                 ]
             )
     return len(rows)

@@ -14,17 +14,15 @@ No test cell source (hidden or not) and no traceback from a test cell is ever wr
 
 from __future__ import annotations
 
-import csv
 import html
 import json
-import re
 import shutil
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from autograder.course import Assignment
-from autograder.engine import gradebook, lms
+from autograder.engine import gradebook, lms, untrusted
 from autograder.engine.contract import Stop
 from autograder.engine.grade import Outcome
 from autograder.engine.intake import Rejected
@@ -86,13 +84,22 @@ def feedback_html(o: Outcome) -> str:
     return "\n".join(parts)
 
 
-def write_feedback(root: Path, outcomes: list[Outcome], assignments: dict[str, Assignment]) -> None:
-    """Write ``feedback/<student>/<assignment>/<notebook>.html`` (nbgrader's layout) for every outcome."""
+def write_feedback(root: Path, outcomes: list[Outcome], assignments: dict[str, Assignment]) -> list[str]:
+    """Write ``feedback/<student>/<assignment>/<notebook>.html`` (nbgrader's layout) for every outcome;
+    return a sentence for each page that could not be written (the others are)."""
+    problems = []
     for o in outcomes:
         a = assignments[o.assignment]
         path = root / "feedback" / o.student / a.name / f"{Path(a.notebook).stem}.html"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(feedback_html(o), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(feedback_html(o), encoding="utf-8")
+        except Exception as exc:  # noqa: BLE001 - one student's page, stated; the others are written
+            problems.append(
+                f"the feedback of {untrusted.one_line(o.student, 300)} for {o.assignment} could not be "
+                f"written ({type(exc).__name__}: {untrusted.one_line(exc, 200)})"
+            )
+    return problems
 
 
 CSV_COLUMNS = [
@@ -118,7 +125,7 @@ def write_csv(path: Path, outcomes: list[Outcome], rejected: list[Rejected]) -> 
     (``(unknown)`` when the file did not say)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
+        w = untrusted.CsvWriter(f)
         w.writerow(CSV_COLUMNS)
         for o in outcomes:
             auto = sum(c["score"] for c in o.cells) if o.status != "failed" else 0.0
@@ -129,9 +136,9 @@ def write_csv(path: Path, outcomes: list[Outcome], rejected: list[Rejected]) -> 
                     o.name,
                     o.lms_id,
                     o.assignment,
-                    f"{o.score:g}",
-                    f"{o.max_score:g}",
-                    f"{auto:g}",
+                    o.score,
+                    o.max_score,
+                    auto,
                     o.adjustment,
                     o.status,
                     late,
@@ -169,7 +176,7 @@ def write_totals(path: Path, outcomes: list[Outcome], finals: dict) -> None:
         rows[o.student][o.assignment] = o
     maxima = {o.assignment: o.max_score for o in outcomes}
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
+        w = untrusted.CsvWriter(f)
         w.writerow(["student", "name", "email", "lms_id", *names, "total", "max_total"])
         for student in sorted(rows):
             got = rows[student]
@@ -184,9 +191,9 @@ def write_totals(path: Path, outcomes: list[Outcome], finals: dict) -> None:
                     name,
                     final.email if final else "",
                     any_o.lms_id,
-                    *(f"{got[a].score:g}" if a in got else "" for a in names),
-                    f"{sum(o.score for o in got.values()):g}",
-                    f"{sum(maxima[a] for a in names):g}",
+                    *(got[a].score if a in got else "" for a in names),
+                    sum(o.score for o in got.values()),
+                    sum(maxima[a] for a in names),
                 ]
             )
 
@@ -236,7 +243,11 @@ def summary_text(
     outcomes: list[Outcome], rejected: list[Rejected], runs: list[dict], warnings: list[str] | None = None
 ) -> str:
     """The course summary as Markdown: warnings, the accounting of every run, the final scores, the
-    pass rate of every test, every problem, and the files set aside and rejected."""
+    pass rate of every test, every problem, and the files set aside and rejected.
+
+    Every name, file name, reason, note and kernel text is written through :func:`untrusted.markdown`:
+    none can end a table row, start a heading, or hold a link, an image, HTML or code."""
+    md = untrusted.markdown
     lines = ["# Grading summary", ""]
     status = Counter(o.status for o in outcomes)
     aside = [r for r in rejected if r.other_assignment]
@@ -247,7 +258,7 @@ def summary_text(
         f"{len(refused)} files rejected, {len(aside)} files of other assignments set aside."
     )
     for warning in warnings or []:
-        lines += ["", f"**WARNING: {warning}**"]
+        lines += ["", f"**WARNING: {md(warning, 4_000)}**"]
     if outcomes and not all(o.jailed for o in outcomes):
         lines += [
             "",
@@ -266,11 +277,12 @@ def summary_text(
         for run in runs:
             c = run.get("counts", {})
             accounted = sum(c.get(k, 0) for k in ("graded", "skipped", "rejected", "other", "not_graded"))
-            note = "; ".join(x for x in [run.get("note", "")] if x)
+            note = md(run.get("note", ""), 4_000)
             if accounted != c.get("inputs", 0):
                 note = (note + "; " if note else "") + f"MISMATCH: {accounted} accounted for"
             lines.append(
-                f"| {run.get('time', '')} | {run.get('assignment', '')} | {run.get('inputs', '')} | "
+                f"| {md(run.get('time', ''))} | {md(run.get('assignment', ''))} | "
+                f"{md(run.get('inputs', ''))} | "
                 f"{c.get('inputs', 0)} | {c.get('graded', 0)} | {c.get('skipped', 0)} | "
                 f"{c.get('rejected', 0)} | {c.get('other', 0)} | {note} |"
             )
@@ -290,8 +302,8 @@ def summary_text(
     ]
     for o in outcomes:
         lines.append(
-            f"| {o.student} | {o.name} | {o.assignment} | {o.score:g} / {o.max_score:g} | {o.status} | "
-            f"{'late' if o.late else ''} | {o.adjustment} |"
+            f"| {md(o.student)} | {md(o.name)} | {md(o.assignment)} | {o.score:g} / {o.max_score:g} | "
+            f"{md(o.status)} | {'late' if o.late else ''} | {md(o.adjustment)} |"
         )
     lines += [
         "",
@@ -301,24 +313,27 @@ def summary_text(
         "|---|---|---|---|---|",
     ]
     for assignment, test, n, full, mean in pass_rates(outcomes):
-        lines.append(f"| {assignment} | {test} | {n} | {100 * full:.0f}% | {100 * mean:.0f}% |")
+        lines.append(f"| {md(assignment)} | {md(test)} | {n} | {100 * full:.0f}% | {100 * mean:.0f}% |")
     problems = [o for o in outcomes if o.reason or o.restored or o.regraded or o.flags]
     if problems or refused:
         lines += ["", "## Problems", ""]
         for o in problems:
             flags = [f"method check: {f}" for f in o.flags]
             why = "; ".join(x for x in [o.reason, *o.restored, o.regraded, *flags] if x)
-            lines.append(f"- {o.student} / {o.assignment} ({o.origin}): {why}")
+            lines.append(f"- {md(o.student)} / {md(o.assignment)} ({md(o.origin)}): {md(why, 4_000)}")
         for r in refused:
-            lines.append(f"- rejected {r.origin} (student {r.student or 'unknown'}): {r.reason}")
+            lines.append(f"- rejected {md(r.origin)} (student {md(r.student or 'unknown')}): {md(r.reason)}")
     if aside:
         lines += ["", "## Files of other assignments (set aside, not graded in that run)", ""]
-        lines.extend(f"- {r.origin} (student {r.student or 'unknown'}): {r.assignment}" for r in aside)
+        lines.extend(
+            f"- {md(r.origin)} (student {md(r.student or 'unknown')}): {md(r.assignment)}" for r in aside
+        )
     return "\n".join(lines) + "\n"
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """A plain-text table: one row per student, one column per assignment, then the total."""
+    """A plain-text table for the terminal: one row per student, one column per assignment, then the
+    total; names and notes through :func:`untrusted.terminal` (no escape sequence reaches the terminal)."""
     names = sorted({o.assignment for o in outcomes})
     rows: dict[str, dict[str, Outcome]] = defaultdict(dict)
     for o in outcomes:
@@ -339,7 +354,9 @@ def table(outcomes: list[Outcome]) -> str:
             first = _headline(stopped[0])
             where = stopped[0].assignment if len(stopped) == 1 else f"{len(stopped)} notebooks"
             notes = f"stopped early ({where}): {first}" + ("; see the summary" if len(stopped) > 1 else "")
-        out.append([student, *cells, f"{total:g} / {maximum:g}", notes])
+        out.append(
+            [untrusted.terminal(student, 200), *cells, f"{total:g} / {maximum:g}", untrusted.terminal(notes)]
+        )
     widths = [max(len(r[i]) for r in out) for i in range(len(header) - 1)]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + ("  " + r[-1] if r[-1] else "")
@@ -354,15 +371,27 @@ def table(outcomes: list[Outcome]) -> str:
 ROSTER_COPY = "roster.csv"
 
 
-def load_outcomes(root: Path) -> list[Outcome]:
-    """Every stored outcome of the course (all assignments, all runs), by assignment and student."""
-    found = []
+def read_results(root: Path) -> tuple[list[Outcome], list[str]]:
+    """Every stored outcome of the course (all assignments, all runs), by assignment and student, and a
+    sentence for each stored result that cannot be used (:meth:`Outcome.from_json` says why): that
+    student's problem, stated, never a failure of the report."""
+    found, unreadable = [], []
     for path in sorted((root / "autograder" / "results").glob("*/*.json")):
         try:
-            found.append(Outcome(**json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, TypeError, ValueError):
-            continue
-    return sorted(found, key=lambda o: (o.assignment, o.student))
+            found.append(Outcome.from_json(path.read_text(encoding="utf-8", errors="surrogateescape")))
+        except (OSError, ValueError, RecursionError) as exc:
+            why = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
+            who = f"{untrusted.one_line(path.stem, 300)} for {untrusted.one_line(path.parent.name, 100)}"
+            unreadable.append(
+                f"the stored result of {who} cannot be read ({untrusted.one_line(why, 300)}): it is left "
+                "out of these outputs, and the next grade command grades that submission again"
+            )
+    return sorted(found, key=lambda o: (o.assignment, o.student)), unreadable
+
+
+def load_outcomes(root: Path) -> list[Outcome]:
+    """Every stored outcome of the course that can be read (:func:`read_results`)."""
+    return read_results(root)[0]
 
 
 def runs_path(root: Path) -> Path:
@@ -427,43 +456,6 @@ def _headline(o: Outcome) -> str:
     return stop.headline() if stop else o.reason or ""
 
 
-def failure_signature(o: Outcome) -> str | None:
-    """What made a notebook fail or score nothing because of an error, as a class-level pattern, or None."""
-    if o.status == "failed":
-        return o.reason
-    if o.status == "stopped" and o.reason:
-        stop = Stop.from_dict(o.stop)
-        # an outcome stored before outcomes kept their stop has only the sentence
-        text = replace(stop, cell=None).sentence() if stop else o.reason.split(" (in cell")[0]
-        return re.sub(r"\d+(\.\d+)?", "N", text)
-    if o.score == 0 and o.cells:
-        # the first error is the cause: a failing cell of the learner's own comes before the tests
-        for text in (" ".join(o.errors), " ".join(c["feedback"] for c in o.cells)):
-            found = re.findall(r"\b(\w+(?:Error|Exception))\b", text)
-            kinds = [k for k in found if k != "NotImplementedError"]
-            if kinds:
-                return f"0 points, with {Counter(kinds).most_common(1)[0][0]} raised"
-    return None
-
-
-def systemic_failure(outcomes: list[Outcome], share: float = 0.6, minimum: int = 4) -> str | None:
-    """A sentence when most notebooks of a run failed the same way (a broken environment, not a class
-    of zeros), else None."""
-    if len(outcomes) < minimum:
-        return None
-    signatures = Counter(s for s in map(failure_signature, outcomes) if s)
-    if not signatures:
-        return None
-    signature, count = signatures.most_common(1)[0]
-    if count < minimum or count < share * len(outcomes):
-        return None
-    return (
-        f"{count} of the {len(outcomes)} notebooks graded in this run failed the same way ({signature}). "
-        "This looks like a problem of the grading environment, not of the class: their results were "
-        "not stored and not written to the gradebook. Fix the cause and run the same command again."
-    )
-
-
 @dataclass
 class Report:
     """What :func:`write_report` wrote, and what it read."""
@@ -508,7 +500,9 @@ def write_report(
     """Write every output of the course from its record and the gradebook's final scores, without
     grading: grades CSV, per-student totals, summary, histogram, feedback pages, LMS import files."""
     warnings = list(warnings or [])
-    outcomes = [o for o in load_outcomes(root) if o.assignment in assignments]
+    stored, unreadable = read_results(root)
+    warnings += unreadable
+    outcomes = [o for o in stored if o.assignment in assignments]
     try:
         finals = gradebook.final_scores(db_url)
     except Exception as exc:  # noqa: BLE001 - the outputs are written anyway, the failure stated
@@ -522,7 +516,7 @@ def write_report(
     rejected = _latest_rejections(runs, outcomes)
     report = Report(outcomes, rejected, warnings=warnings)
     out.mkdir(parents=True, exist_ok=True)
-    write_feedback(root, outcomes, assignments)
+    warnings += write_feedback(root, outcomes, assignments)
     files = report.files
     files["grades"] = out / "grades.csv"
     write_csv(files["grades"], outcomes, rejected)

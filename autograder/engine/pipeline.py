@@ -20,10 +20,11 @@ import nbformat
 
 from autograder.build import generate, sync_sources
 from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
-from autograder.engine import gradebook, outputs
+from autograder.engine import gradebook, outputs, untrusted
 from autograder.engine.grade import Grader, Limits, Outcome
 from autograder.engine.intake import Rejected, Submission, discover, intake_warnings, release_times
 from autograder.engine.roster import Roster, load_roster
+from autograder.engine.systemic import systemic_failure
 
 
 def ensure_course(
@@ -78,9 +79,10 @@ class Progress:
         width = 30
         filled = int(width * self.count / max(self.total, 1))
         what = "already graded" if skipped else f"{outcome.score:g}/{outcome.max_score:g} {outcome.status}"
+        who = untrusted.terminal(f"{outcome.student}/{outcome.assignment}", 200)
         line = (
             f"[{'#' * filled}{'.' * (width - filled)}] {self.count}/{self.total} "
-            f"{outcome.student}/{outcome.assignment}: {what} ({time.monotonic() - self.start:.0f} s)"
+            f"{who}: {untrusted.terminal(what)} ({time.monotonic() - self.start:.0f} s)"
         )
         if self.tty:
             sys.stderr.write("\r" + line[:150].ljust(150))
@@ -188,12 +190,16 @@ def grade_class(
         ]
         seen = {id(o) for o in skipped}
         fresh = [o for o in outcomes if id(o) not in seen]
-        result.systemic = outputs.systemic_failure(fresh)
-        if result.systemic:
+        systemic = systemic_failure(fresh)
+        if systemic:
+            # Only the notebooks that failed the environment's way are held back: a result graded
+            # normally is stored, written and kept, whatever the others did.
+            result.systemic, held = systemic.sentence, {id(o) for o in systemic.held_back}
             by_key = {(s.student, s.assignment): s for s in submissions}
-            for o in fresh:
+            for o in systemic.held_back:
                 grader.forget(by_key[(o.student, o.assignment)])
-            outcomes = [o for o in outcomes if o in skipped]
+            outcomes = [o for o in outcomes if id(o) not in held]
+            result.outcomes = outcomes
         paths = {(s.student, s.assignment): s.path for s in submissions}
         outputs.write_submitted(root, [o for o in outcomes if id(o) not in seen], paths, by_name)
     finally:
@@ -241,7 +247,7 @@ def _finish(
     """Record the run in the course's ledger and write the course's outputs from the gradebook."""
     warnings = [w for w in (result.systemic, result.gradebook_error) if w] + result.notes
     seen = {id(o) for o in skipped}
-    graded_now = len([o for o in result.outcomes if id(o) not in seen]) if not result.systemic else 0
+    graded_now = len([o for o in result.outcomes if id(o) not in seen])  # held-back ones are not in it
     not_graded = len(submissions) - graded_now - len(skipped)
     if result.interrupted and not_graded == 0:
         # Ctrl-C once while the last notebooks ran: they finished, nothing is left to grade.
@@ -274,10 +280,8 @@ def _finish(
     )
     report = outputs.write_report(root, db, out or root / "grading", by_name, warnings)
     this_run = {(o.student, o.assignment) for o in result.outcomes}
-    if result.systemic:
-        this_run = set()
     result.outcomes = [o for o in report.outcomes if (o.student, o.assignment) in this_run]
-    result.files, result.warnings = report.files, warnings
+    result.files, result.warnings = report.files, report.warnings  # with what the report found
     result.summary, result.grades_csv = report.files["summary"], report.files["grades"]
     return result
 

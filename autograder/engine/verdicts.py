@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.checks import all_checks
+from autograder.engine import untrusted
 from autograder.engine.contract import Stop, StopReason
 from autograder.engine.prepare import GradeCell
 from autograder.evidence import EvidenceError, loads
@@ -77,11 +78,12 @@ def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) 
     check = check_for(call.function) if call else None
     if check is None:
         return CellResult(cell.grade_id, cell.points, 0.0, "this test cell names no known check")
-    matching = []
+    matching, malformed = [], None
     for text in event.get("evidence", []):
         try:
             evidence = loads(text)
-        except EvidenceError:
+        except EvidenceError as exc:
+            malformed = str(exc)
             continue
         if (
             isinstance(evidence, dict)
@@ -93,7 +95,12 @@ def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) 
         if event.get("status") in ("timeout", "dead", "output_limit") and stop:
             return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {stop}")
         error = event.get("error")
-        why = f"the test cell raised {error}" if error else "the test cell recorded no result for its check"
+        if error:
+            why = f"the test cell raised {error}"
+        elif malformed:
+            why = f"the evidence its check recorded is malformed ({malformed})"
+        else:
+            why = "the test cell recorded no result for its check"
         return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {why}")
     try:
         report = grade(check, matching[-1])
@@ -112,8 +119,24 @@ def _scaled(report: Report, points: float) -> float:
     return round(min(max(report.score * points / report.points, 0.0), points), 2)
 
 
+#: The longest a text of the kernel's may be in an event, by field: a learner's error (the runner cuts
+#: it to 500 characters), a stop's detail (a kernel's ``msg_type``, the runner's last log line), ids.
+EVENT_TEXT = {"error": 2_000, "detail": 500, "id": 200, "cell": 200, "reason": 200, "status": 50}
+
+
+def clean_event(event: dict[str, Any]) -> dict[str, Any]:
+    """An event with every text the kernel could choose made renderable (:func:`untrusted.clean`) and cut:
+    this is where the kernel's words cross into the grader, before any of them is stored or shown."""
+    cleaned = dict(event)
+    for key, limit in EVENT_TEXT.items():
+        if isinstance(cleaned.get(key), str):
+            cleaned[key] = untrusted.clean(cleaned[key], limit)
+    return cleaned
+
+
 def grade_notebook(cells: list[GradeCell], events: list[dict[str, Any]]) -> NotebookResult:
-    """Score every graded cell of one notebook from the runner's events."""
+    """Score every graded cell of one notebook from the runner's events (:func:`clean_event` first)."""
+    events = [clean_event(e) for e in events]
     by_id = {e.get("id"): e for e in events if e.get("event") == "cell"}
     ends = [e for e in events if e.get("event") == "end"]
     stopped = Stop.from_dict(ends[-1]) if ends else Stop(StopReason.KILLED)
