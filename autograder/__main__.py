@@ -126,8 +126,8 @@ def _check(args: argparse.Namespace) -> int:
 
     live = None if args.quiet else sys.stdout
     if live:
-        print(f"Checking {terminal(args.notebook.name)} with the tests you can see; each result as its cell runs.\n",
-              flush=True)  # fmt: skip
+        name = terminal(args.notebook.name)
+        print(f"Checking {name} with the tests you can see; each result as its cell runs.\n", flush=True)
     outcome = check_notebook(args.notebook, out=live)
     print(f"{outcome.assignment}: {outcome.score:g} / {outcome.max_score:g} points\n")
     if outcome.reason:
