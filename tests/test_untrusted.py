@@ -221,7 +221,8 @@ def test_kernel_text_no_utf8_file_can_hold_is_stored_renderable_and_shown_escape
     ghost = stored(root)["ghost"]
     assert (ghost.score, ghost.status) == (4, "graded")
     error = "RuntimeError: ]0;pwned[2J <script>alert(1)</script> | 7 / 7 |"
-    assert ghost.errors == [f"cell 'added-after-mse_loss' raised {error}"]
+    assert len(ghost.errors) == 1 and ghost.errors[0].endswith(f") raised {error}"), ghost.errors
+    assert ghost.errors[0].startswith("cell "), ghost.errors
     mse = next(c["feedback"] for c in ghost.cells if c["grade_id"] == "test_mse_loss")
     assert "bad \ufffd [31mred" in mse and "\x1b" not in mse, mse
     page = (root / "feedback" / "ghost" / TINY / f"{TINY}.html").read_text(encoding="utf-8")
@@ -293,5 +294,9 @@ def test_the_check_command_prints_no_escape_sequence(tmp_path: Path) -> None:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "Note: cell 'hostile' raised RuntimeError: ]0;pwned[2J" in proc.stdout, proc.stdout
+    # the learner's cell named as they see it: its number and first line, escape sequences gone
+    assert (
+        'Note: cell 2 (raise RuntimeError("\\x1b]0;pwned\\x07\\x1b[2J")) raised RuntimeError: ]0;pwned[2J'
+        in proc.stdout
+    ), proc.stdout
     assert "\x1b" not in proc.stdout + proc.stderr

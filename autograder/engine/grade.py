@@ -782,13 +782,24 @@ def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook:
 
 
 def _learner_errors(events: list[dict[str, Any]], prepared: Prepared) -> list[str]:
-    """The errors the learner's own (ungraded) cells raised, as the runner's events have them (cleaned)."""
+    """The errors the learner's own (ungraded) cells raised, as the runner's events have them (cleaned),
+    each cell named as the learner sees it: its number in their notebook and its first line."""
     graded = {c.grade_id for c in prepared.grade_cells}
     return [
-        f"cell {e.get('id')!r} raised {e['error']}"
+        f"{_cell_name(prepared.notebook.cells, e)} raised {e['error']}"
         for e in map(clean_event, events)
         if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
     ]
+
+
+def _cell_name(cells: list[Any], event: dict[str, Any]) -> str:
+    """``cell 12 (def linear_forward(x, W, b):)``, or the cell's id when the event's index names no cell
+    of the notebook it ran."""
+    index = event.get("index")
+    if isinstance(index, int) and 0 <= index < len(cells) and cells[index].get("id") == event.get("id"):
+        first = next((line.strip() for line in cells[index].source.splitlines() if line.strip()), "")
+        return f"cell {index + 1} ({untrusted.one_line(first, 60)})"
+    return f"cell {event.get('id')!r}"
 
 
 def _redacted(stop: Stop | None, hidden: list[str]) -> dict[str, Any]:
