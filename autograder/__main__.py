@@ -15,7 +15,7 @@ GIB, MIB = 1024**3, 1024**2
 
 
 def _build(args: argparse.Namespace) -> int:
-    from autograder.build import build
+    from autograder.course.build import build
 
     for path in build(root=args.course, out=args.out):
         print(f"wrote {path}")
@@ -23,7 +23,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from autograder.validate import validate_course
+    from autograder.course.validate import validate_course
 
     results = validate_course(root=args.course, notebooks=args.notebooks)
     for r in results:
@@ -144,7 +144,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _gradescope(args: argparse.Namespace) -> int:
-    from autograder.gradescope import autograder_zip
+    from autograder.engine.gradescope import autograder_zip
 
     out = autograder_zip(args.assignment, args.out, args.solutions, args.visibility, args.torch_index)
     print(f"wrote {out}: upload it as the autograder of a Gradescope programming assignment")
@@ -152,7 +152,7 @@ def _gradescope(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from autograder.demo import DEMO_ROOT, run_demo
+    from autograder.course.demo import DEMO_ROOT, run_demo
 
     run_demo(args.root or DEMO_ROOT, workers=args.workers)
     return 0

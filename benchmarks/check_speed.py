@@ -26,8 +26,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import NOTEBOOKS, SOLUTIONS, source_notebook
 from autograder.course import assignments, grade_id, is_solution
+from autograder.course.build import NOTEBOOKS, SOLUTIONS, source_notebook
 
 BIN = Path(sys.executable).parent
 

@@ -41,8 +41,8 @@ from autograder.engine import light
 
 nbformat = light.nbformat()
 
-from autograder.build import SOLUTIONS, ensure_tools_on_path, nbgrader_config  # noqa: E402
-from autograder.demo import solved  # noqa: E402
+from autograder.course.build import SOLUTIONS, ensure_tools_on_path, nbgrader_config  # noqa: E402
+from autograder.course.demo import solved  # noqa: E402
 from autograder.engine.pipeline import ensure_course, grade_class  # noqa: E402
 
 

@@ -20,7 +20,7 @@ import jupytext
 import torch
 import torch.nn.functional as F
 
-from autograder.build import SOLUTIONS
+from autograder.course.build import SOLUTIONS
 
 
 def load_linear_function() -> type:

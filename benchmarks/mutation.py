@@ -253,7 +253,7 @@ import json
 import os
 from pathlib import Path
 
-from autograder import evidence as evidence_json
+from autograder.checks import evidence as evidence_json
 from autograder.checks import CHECKS, all_checks
 from autograder.grading import grade
 from exercise import solution
@@ -660,8 +660,8 @@ def load_module(source: str, name: str) -> types.ModuleType:
 def grade_cell(module: types.ModuleType, cell: TestCell) -> list[str] | None:
     """Run a test cell's checks on ``module``; the failing items' messages of the first call that
     loses points, or None when every call earns full points."""
-    from autograder import evidence as evidence_json
     from autograder.checks import CHECKS, all_checks
+    from autograder.checks import evidence as evidence_json
     from autograder.grading import grade
 
     all_checks()

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from autograder.build import write_sources
+from autograder.course.build import write_sources
 
 
 def time_notebook(path: Path) -> tuple[float, float]:

@@ -68,7 +68,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from autograder.checks import check_fit_cubic, check_linear_layer, check_mse_loss, check_numerical_gradient
-from autograder.tolerances import FINITE_DIFFERENCE
+from autograder.checks.tolerances import FINITE_DIFFERENCE
 from backprop_utils import compare, make_sine_regression, plot_fit, plot_losses
 
 # %% [markdown]

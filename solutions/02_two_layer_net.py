@@ -170,7 +170,7 @@ def relu_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
 # `dout` after your code ran with the copies: a backward that writes into `dout` shows there.
 
 # %%
-from autograder.tolerances import FINITE_DIFFERENCE
+from autograder.checks.tolerances import FINITE_DIFFERENCE
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((4, 5))
@@ -283,7 +283,7 @@ def sigmoid_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
 # %%
 import warnings
 
-from autograder.tolerances import FINITE_DIFFERENCE
+from autograder.checks.tolerances import FINITE_DIFFERENCE
 
 rng = np.random.default_rng(1)
 x = rng.standard_normal((4, 5))
@@ -376,7 +376,7 @@ def tanh_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
 # difference for the gradient: expect errors around 1e-11.
 
 # %%
-from autograder.tolerances import FINITE_DIFFERENCE
+from autograder.checks.tolerances import FINITE_DIFFERENCE
 
 rng = np.random.default_rng(2)
 x = rng.standard_normal((4, 5))
@@ -517,7 +517,7 @@ def softmax_cross_entropy(scores: np.ndarray, y: np.ndarray) -> tuple[float, np.
 # accept (it still fails on the large logits), while every real mistake is off by far more.
 
 # %%
-from autograder.tolerances import LOSS
+from autograder.checks.tolerances import LOSS
 
 
 def cross_entropy_reference(scores: np.ndarray, y: np.ndarray) -> float:
@@ -691,7 +691,7 @@ def two_layer_net(
 # runs. Expect errors around 1e-10; the tolerance is `LOSS` (1e-6 relative), as in the previous try-it.
 
 # %%
-from autograder.tolerances import LOSS
+from autograder.checks.tolerances import LOSS
 
 rng = np.random.default_rng(4)
 N, D, H, C = 5, 4, 6, 3

@@ -6,9 +6,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from autograder import evidence as evidence_json
 from autograder.checks import Check
-from autograder.report import Item, Report
+from autograder.checks import evidence as evidence_json
+from autograder.checks.report import Item, Report
 
 
 def blank(*args: Any, **kwargs: Any) -> Any:
@@ -42,8 +42,8 @@ def solution_cells(assignment: str, *helpers: str) -> dict[str, Any]:
     (no test cell, and no try-it cell but those that define one of the functions named in
     ``helpers``), so that tests take their references from the course's own solutions and a changed
     solution is re-run against the tests' wrong answers."""
-    from autograder.build import SOLUTIONS, source_notebook
     from autograder.course import grade_id, is_grade, is_locked, is_solution
+    from autograder.course.build import SOLUTIONS, source_notebook
 
     path = SOLUTIONS / f"{assignment}.py"
     namespace: dict[str, Any] = {"__name__": f"solutions_{assignment}"}

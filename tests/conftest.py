@@ -15,7 +15,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 def built_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A course directory built from solutions/ by the real build: source/, release/ and the student
     versions in ``<root>/notebooks``."""
-    from autograder.build import build
+    from autograder.course.build import build
 
     root = tmp_path_factory.mktemp("course")
     build(root=root, out=root / "notebooks")

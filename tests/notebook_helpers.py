@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.build import NOTEBOOKS, SOLUTIONS, source_notebook
 from autograder.course import grade_id, is_solution
+from autograder.course.build import NOTEBOOKS, SOLUTIONS, source_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))

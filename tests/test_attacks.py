@@ -20,7 +20,7 @@ from notebook_helpers import source_and_release
 from autograder.engine.grade import Limits
 from autograder.engine.jail import cgroup_support, jail_available
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
-from autograder.engine.seeds import SEED_RANGE
+from autograder.grading.seeds import SEED_RANGE
 from tests.test_engine import ASSIGNMENT, FIXTURE, after, solved
 
 pytestmark = pytest.mark.skipif(not jail_available(), reason="the jail needs root and namespaces")

@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import NOTEBOOKS, BuildError, assignments, source_notebook
+from autograder.course.build import NOTEBOOKS, BuildError, assignments, source_notebook
 
 ASSIGNMENTS = [a.name for a in assignments()]
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.calling import Call, call, describe_exception, snapshot, unchanged
+from autograder.checks.calling import Call, call, describe_exception, snapshot, unchanged
 
 
 def shapes_mismatch(x: np.ndarray) -> np.ndarray:

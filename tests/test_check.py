@@ -58,7 +58,7 @@ def test_each_result_is_shown_as_its_cell_runs_and_a_slow_cell_says_so(tmp_path:
 
 def test_the_check_command_on_an_untouched_course_notebook(tmp_path: Path, capsys) -> None:
     from autograder.__main__ import main
-    from autograder.build import NOTEBOOKS
+    from autograder.course.build import NOTEBOOKS
 
     path = tmp_path / "01_linear_layer.ipynb"
     path.write_bytes((NOTEBOOKS / "01_linear_layer.ipynb").read_bytes())

@@ -346,7 +346,7 @@ class BiasGatedOnWrongEntry(LinearFunction):
 
 
 def test_bias_not_summed_passes_autograd_but_loses_grad_bias() -> None:
-    # CHECKS.md item 8: autograd sum-reduces the (N, out) bias gradient, so .backward() and the
+    # docs/checks.md item 8: autograd sum-reduces the (N, out) bias gradient, so .backward() and the
     # Jacobian agree with the reference; only backward called directly sees the wrong shape.
     report = grade(checks.LINEAR_FUNCTION, BiasNotSummed)
     assert item(report, "through autograd").passed

@@ -20,6 +20,7 @@ from autograder.checks import (
     check_mse_loss,
     check_numerical_gradient,
 )
+from autograder.checks.evidence import NotAnArray
 from autograder.checks.linear_layer import (
     FIT_CUBIC_POINTS,
     GRADIENT_SHAPES,
@@ -31,9 +32,8 @@ from autograder.checks.linear_layer import (
     numpy_function,
     wavy,
 )
-from autograder.evidence import NotAnArray
+from autograder.checks.tolerances import FINITE_DIFFERENCE
 from autograder.grading.linear_layer import forward_difference
-from autograder.tolerances import FINITE_DIFFERENCE
 
 SEEDS = (0, 7)  # the visible seed and the hidden one of the notebook's test cells
 

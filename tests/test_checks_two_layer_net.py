@@ -985,7 +985,7 @@ def test_shape_errors_are_read_from_numpy_and_torch():
     import numpy as np
     import torch
 
-    from autograder.calling import call
+    from autograder.checks.calling import call
     from autograder.grading.toolkit import broadcast_shapes, product_sizes
 
     a, b = np.ones((5, 4)), np.ones((6, 4))

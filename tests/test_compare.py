@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.compare import PROBLEMS, Verdict, as_array, compare, with_common_factor
-from autograder.tolerances import FLOAT64
+from autograder.checks.compare import PROBLEMS, Verdict, as_array, compare, with_common_factor
+from autograder.checks.tolerances import FLOAT64
 
 # Pairwise-distinct sizes, as in the checks, so that each shape mistake has its own shape.
 N, D, M = 4, 3, 5
@@ -67,7 +67,7 @@ def test_list_type_names_the_fix() -> None:
 
 
 def test_type_name_recorded_in_evidence_is_used() -> None:
-    from autograder.evidence import NotAnArray
+    from autograder.checks.evidence import NotAnArray
 
     v = compare("db", NotAnArray("dict"), rand(3))
     assert v.detail == "db is a dict, expected an array of shape (3,)."
@@ -285,7 +285,7 @@ def test_nonfinite_named_mistake_takes_precedence() -> None:
 
 
 def test_nonfinite_named_mistake_needs_more_than_the_overflow() -> None:
-    # issue 10: -log(p) with p underflowing gives loss = inf; a named wrong answer whose loss
+    # -log(p) with p underflowing gives loss = inf; a named wrong answer whose loss
     # overflows too (softmax over the batch axis) must not be claimed: only the overflow is known.
     v = compare("loss", np.inf, 2.5, mistakes={"softmax normalised over the batch (axis 0)": np.inf})
     assert v.problem == "nonfinite"
@@ -444,7 +444,7 @@ def test_other_constant_factor_is_not_named_from_one_case() -> None:
 
 
 def test_bias_gradient_from_the_input_at_n_1_is_not_a_factor() -> None:
-    # issue 10: with N = 1, a bias gradient computed as (dout * x.sum()).sum(0) is dout[0] times
+    # with N = 1, a bias gradient computed as (dout * x.sum()).sum(0) is dout[0] times
     # sum(x), a constant multiple of the right one in that case only: no factor may be claimed.
     rng = np.random.default_rng(3)
     x, dout = rng.standard_normal((1, D)), rng.standard_normal((1, M))
@@ -641,7 +641,7 @@ def test_verdict_public_fields() -> None:
 
 
 def test_an_overflow_the_check_computed_on_purpose_is_named() -> None:
-    from autograder.compare import Overflow
+    from autograder.checks.compare import Overflow
 
     # Both wrong answers are inf; only the one the check declared as an overflow may be named.
     mistakes = {

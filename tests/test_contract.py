@@ -21,7 +21,7 @@ from autograder.engine.contract import (
 from autograder.engine.grade import Outcome
 from autograder.engine.outputs import table
 from autograder.engine.systemic import failure_signature
-from autograder.engine.verdicts import grade_notebook
+from autograder.grading.verdicts import grade_notebook
 
 
 def a_job(**changes) -> Job:

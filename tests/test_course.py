@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
-from autograder.build import source_notebook
 from autograder.course import (
     SOLUTIONS,
     CourseError,
@@ -19,6 +18,7 @@ from autograder.course import (
     nbgrader_metadata,
     points,
 )
+from autograder.course.build import source_notebook
 
 
 def test_the_assignments_are_the_numbered_solutions_in_order() -> None:

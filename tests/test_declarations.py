@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder.build import assignments, source_notebook
 from autograder.checks import ENTRY_POINTS, all_checks
-from autograder.engine.prepare import check_calls, grade_cells
-from autograder.engine.seeds import hidden_blocks
+from autograder.course.build import assignments, source_notebook
 from autograder.grading import load
+from autograder.grading.prepare import check_calls, grade_cells
+from autograder.grading.seeds import hidden_blocks
 
 COURSE = assignments()
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def test_a_learners_copy_under_another_name_is_told_apart_by_its_cells(tmp_path)
 
     import nbformat
 
-    from autograder.build import NOTEBOOKS
+    from autograder.course.build import NOTEBOOKS
     from autograder.engine.check import _assignment_by_cells
 
     for a in COURSE:

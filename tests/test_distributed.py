@@ -21,8 +21,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import SOLUTIONS
-from autograder.demo import STUDENTS, solved
+from autograder.course.build import SOLUTIONS
+from autograder.course.demo import STUDENTS, solved
 from autograder.engine.jail import jail_available
 from autograder.engine.outputs import load_runs
 from autograder.engine.pipeline import ensure_course

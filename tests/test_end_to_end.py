@@ -8,7 +8,13 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 
-from autograder.build import assignments, ensure_tools_on_path, generate, nbgrader_config, write_sources
+from autograder.course.build import (
+    assignments,
+    ensure_tools_on_path,
+    generate,
+    nbgrader_config,
+    write_sources,
+)
 
 
 def test_reference_earns_the_maximum_and_blank_earns_zero(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from nbformat.v4 import new_code_cell
 from notebook_helpers import source_and_release
 
 from autograder import course
-from autograder.demo import solved
+from autograder.course.demo import solved
 from autograder.engine import grade as grade_module
 from autograder.engine.grade import Limits
 from autograder.engine.jail import jail_available
@@ -100,7 +100,7 @@ get_ipython().input_transformers_post.append(lambda lines: ["7.0\\n"])
 """
 CHEAT_FORGE = """
 import numpy as np
-from autograder.evidence import emit
+from autograder.checks.evidence import emit
 for seed in (0, 7):
     emit({"check": "linear_layer", "seed": seed, "cases": {}})
     emit({"check": "mse_loss", "seed": seed, "cases": {}})
@@ -127,7 +127,7 @@ def mse_loss(pred, target):
 
 def make_class(source: NotebookNode, release: NotebookNode, inbox: Path, root: Path) -> dict[str, int]:
     """Write the class into ``inbox``; return the number of input files."""
-    from autograder.build import REPO
+    from autograder.course.build import REPO
 
     good = solved(source, release)
     secrets = [
@@ -397,7 +397,7 @@ def test_a_learner_checks_a_notebook_with_the_visible_tests(graded, tmp_path: Pa
 
 def test_without_the_zygote_kernels_start_behind_unshare_and_grade_the_same(graded, tmp_path: Path) -> None:
     """The fallback a runner uses when its zygote cannot start: the same scores, still jailed."""
-    from autograder.build import Assignment
+    from autograder.course.build import Assignment
     from autograder.engine.grade import Grader
     from autograder.engine.intake import Submission
 

@@ -1,6 +1,6 @@
 """Evidence as JSON: every allowed value survives the trip, anything else is refused with EvidenceError.
 
-The text :func:`autograder.evidence.loads` reads comes from the learner's kernel, so for any string it
+The text :func:`autograder.checks.evidence.loads` reads comes from the learner's kernel, so for any string it
 must either return plain data or raise :class:`EvidenceError`; the grader ignores evidence on that error
 only, so any other exception would crash the grading of the whole notebook.
 """
@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from check_helpers import solution_cells
 
-from autograder.checks.linear_layer import collect_linear_layer
-from autograder.evidence import (
+from autograder.checks.evidence import (
     MAX_EVIDENCE_BYTES,
     MAX_TEXT,
     EvidenceError,
@@ -26,6 +25,7 @@ from autograder.evidence import (
     encode,
     loads,
 )
+from autograder.checks.linear_layer import collect_linear_layer
 from autograder.grading.linear_layer import grade_linear_layer
 
 
@@ -475,7 +475,7 @@ def test_the_json_of_real_evidence_holds_no_pickle_or_python_repr() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Hostile evidence (issue 16): any JSON a kernel can send is a value or an EvidenceError
+# Hostile evidence: any JSON a kernel can send is a value or an EvidenceError
 # ---------------------------------------------------------------------------------------------
 
 

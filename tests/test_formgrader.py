@@ -22,8 +22,8 @@ import pytest
 from notebook_helpers import CHROMIUM, FLAGS, source_and_release
 from test_engine import FIXTURE, LIMITS, blank_answer
 
-from autograder.build import COURSE_ID
-from autograder.demo import solved
+from autograder.course.build import COURSE_ID
+from autograder.course.demo import solved
 from autograder.engine.pipeline import ensure_course, grade_class, report_course
 
 TINY = "01_tiny"

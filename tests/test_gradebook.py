@@ -23,7 +23,7 @@ import pytest
 from notebook_helpers import source_and_release
 from test_engine import FIXTURE, LIMITS, blank_answer, solved
 
-from autograder.build import nbgrader_config
+from autograder.course.build import nbgrader_config
 from autograder.engine.gradebook import GradebookError, feedback_config
 from autograder.engine.lms import canvas_file_name, moodle_file_name
 from autograder.engine.pipeline import ensure_course, grade_class, report_course
@@ -164,7 +164,7 @@ def nbgrader_export(db: str, path: Path) -> dict[str, dict[str, str]]:
     from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
 
-    from autograder.build import COURSE_ID
+    from autograder.course.build import COURSE_ID
 
     with Gradebook(db, COURSE_ID) as gb:
         CsvExportPlugin(to=str(path)).export(gb)
@@ -207,7 +207,7 @@ def test_outputs_describe_the_course_and_name_every_student(course) -> None:
 def test_a_manual_score_reaches_every_output_and_survives_a_regrade(course, tmp_path: Path) -> None:
     from nbgrader.api import Gradebook
 
-    from autograder.build import COURSE_ID
+    from autograder.course.build import COURSE_ID
 
     root, db, _, _ = course
     with Gradebook(db, COURSE_ID) as gb:  # what formgrader does when the instructor changes a score
@@ -344,7 +344,7 @@ def test_outputs_are_written_when_the_gradebook_step_fails(
 def test_a_due_date_is_stored_for_nbgrader(course) -> None:
     from nbgrader.api import Gradebook
 
-    from autograder.build import COURSE_ID
+    from autograder.course.build import COURSE_ID
 
     _, db, _, _ = course
     with Gradebook(db, COURSE_ID) as gb:
@@ -355,7 +355,7 @@ def test_a_due_date_is_stored_for_nbgrader(course) -> None:
 def test_the_schema_version_is_the_one_nbgrader_asks_alembic_for() -> None:
     from nbgrader.api import get_alembic_version
 
-    from autograder.build import ensure_tools_on_path
+    from autograder.course.build import ensure_tools_on_path
     from autograder.engine.gradebook import schema_version
 
     ensure_tools_on_path()
@@ -371,7 +371,7 @@ def test_a_class_is_written_in_one_transaction_all_or_nothing(course) -> None:
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    from autograder.build import assignments
+    from autograder.course.build import assignments
     from autograder.engine.gradebook import final_scores, record
     from autograder.engine.roster import load_roster
 

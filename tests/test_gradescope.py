@@ -26,7 +26,7 @@ import pytest
 from notebook_helpers import solved_notebook, student_notebook
 
 from autograder.__main__ import main
-from autograder.build import source_notebook
+from autograder.course.build import source_notebook
 
 FIXTURE = Path(__file__).parent / "fixtures" / "solutions"
 ASSIGNMENT = "01_linear_layer"
@@ -135,9 +135,12 @@ def test_the_zip_holds_the_two_scripts_at_its_root_and_only_this_assignment(tmp_
     for script in ("setup.sh", "run_autograder"):
         assert stat.S_ISREG(modes[script]) and modes[script] & 0o111, f"{script} is not executable"
     assert [n for n in modes if n.startswith("solutions/")] == [f"solutions/{ASSIGNMENT}.py"]
-    assert {"pyproject.toml", "requirements.txt", "autograder/gradescope.py", "utils/compare.py"} <= set(
-        modes
-    )
+    assert {
+        "pyproject.toml",
+        "requirements.txt",
+        "autograder/engine/gradescope.py",
+        "utils/compare.py",
+    } <= set(modes)
     subprocess.run(["bash", "-n"], input=setup, check=True)
 
 

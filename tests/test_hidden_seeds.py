@@ -1,6 +1,6 @@
 """Every hidden test depends on its fresh seed: evidence made on the visible seed earns nothing there.
 
-The engine replaces each hidden test's seed with one drawn for the run (:mod:`autograder.engine.seeds`),
+The engine replaces each hidden test's seed with one drawn for the run (:mod:`autograder.grading.seeds`),
 and a grader remakes the inputs from the seed the evidence carries. That protects the hidden test only
 if what a grader checks changes with the seed: a check whose data, sizes and expected answers were the
 same for every seed would let an answer fitted to the public visible call (a remembered output, a fit of
@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from check_helpers import solution_cells
 
-from autograder import evidence as evidence_json
-from autograder.build import assignments, source_notebook
 from autograder.checks import all_checks
+from autograder.checks import evidence as evidence_json
 from autograder.course import is_grade
+from autograder.course.build import assignments, source_notebook
 
 #: A seed as the engine draws them (in ``SEED_RANGE``), fixed so that the test is the same every run.
 HIDDEN_SEED = 1_234_567
@@ -125,7 +125,7 @@ def test_no_drawn_seed_meets_the_visible_calls_data() -> None:
     from autograder.checks.jacobian_layers import planted_error
     from autograder.checks.linear_layer import fit_data
     from autograder.checks.two_layer_net import TURNS, training_data
-    from autograder.engine.seeds import draw
+    from autograder.grading.seeds import draw
     from backprop_utils.data import make_spiral
 
     visible_sine = next(iter(fit_data(0).values()))[1]

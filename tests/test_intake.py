@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import source_notebook
+from autograder.course.build import source_notebook
 from autograder.engine import notebook_file, unzip
 from autograder.engine.intake import Rejected, Submission, discover, student_id
 

@@ -1,4 +1,4 @@
-"""Untrusted at every edge of intake (issue 16): each attack through the real ``grade`` command.
+"""Untrusted at every edge of intake: each attack through the real ``grade`` command.
 
 Two classes are graded, each once, by ``python -m autograder grade``'s own ``main`` in a process of its
 own that reports its peak memory: a flat Moodle-style folder and a zip of nbgrader's layout. Each holds

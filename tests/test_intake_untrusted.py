@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from zip_helpers import UTF8_FLAG, deflated, write_zip
 
-from autograder.build import source_notebook
+from autograder.course.build import source_notebook
 from autograder.engine.intake import Submission, discover, intake_warnings
 from autograder.engine.names import MAX_ID, stable_id
 from autograder.engine.notebook_file import NotebookError, json_shape, parse_notebook

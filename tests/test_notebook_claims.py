@@ -47,7 +47,7 @@ def test_01_centred_difference_of_a_cube_is_exactly_3x2_plus_h2() -> None:
     """Try it of exercise 1: the centred difference of sum(x**3) is 3x^2 + h^2, and a function that
     steps by 1e-5 instead of h = 1e-3 fails the comparison."""
     ns = notebook("01_linear_layer")
-    from autograder.tolerances import FINITE_DIFFERENCE
+    from autograder.checks.tolerances import FINITE_DIFFERENCE
     from backprop_utils import compare
 
     x = np.random.default_rng(0).standard_normal((2, 3, 4))

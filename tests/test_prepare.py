@@ -15,9 +15,9 @@ import pytest
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
-from autograder.build import STUB, source_notebook
-from autograder.demo import solved
-from autograder.engine.prepare import CheckCall, GradeCell, Prepared, check_calls, grade_cells, prepare
+from autograder.course.build import STUB, source_notebook
+from autograder.course.demo import solved
+from autograder.grading.prepare import CheckCall, GradeCell, Prepared, check_calls, grade_cells, prepare
 
 FIXTURE = Path(__file__).parent / "fixtures" / "solutions" / "01_tiny.py"
 TESTS = ("test_linear_layer", "test_mse_loss")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.compare import compare
-from autograder.report import Item, Report
+from autograder.checks.compare import compare
+from autograder.checks.report import Item, Report
 
 
 def report(points: float, *items: tuple[bool, float]) -> Report:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from autograder.engine.prepare import CheckCall, GradeCell, Prepared
-from autograder.engine.seeds import REDACTED, SEED_RANGE, draw, fresh, hidden_lines, redact, with_seed
+from autograder.grading.prepare import CheckCall, GradeCell, Prepared
+from autograder.grading.seeds import REDACTED, SEED_RANGE, draw, fresh, hidden_lines, redact, with_seed
 
 HIDDEN = '''"""linear layer."""
 score = check_linear_layer(linear_forward, linear_backward)

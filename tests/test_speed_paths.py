@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.build import BUILT, SOLUTIONS, sync_sources
+from autograder.course.build import BUILT, SOLUTIONS, sync_sources
 
-#: Modules a grading process must never import (see autograder.engine.light and autograder.build).
+#: Modules a grading process must never import (see autograder.engine.light and autograder.course.build).
 NOT_ON_THE_GRADING_PATH = ("jupytext", "rfc3987_syntax")
 
 
@@ -137,7 +137,7 @@ def test_an_unchanged_course_is_known_without_jupytext_and_a_changed_one_is_rebu
     (root / "release" / "01_linear_layer" / "01_linear_layer.ipynb").write_text("{}")
 
     check = (
-        "import sys; from pathlib import Path; from autograder.build import sync_sources\n"
+        "import sys; from pathlib import Path; from autograder.course.build import sync_sources\n"
         f"print(sync_sources(Path({str(root)!r}), Path({str(sources)!r}))[1])\n"
     )
     names, done = imported(["-c", check])

@@ -1,4 +1,4 @@
-"""Untrusted at every edge (issue 16): names, file names, evidence and kernel text in; CSV, Markdown, HTML
+"""Untrusted at every edge: names, file names, evidence and kernel text in; CSV, Markdown, HTML
 and the terminal out.
 
 Two classes are graded through the command line by the real engine (jail, runners, nbgrader's gradebook):

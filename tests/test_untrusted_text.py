@@ -117,7 +117,7 @@ def test_the_guard_holds_back_only_environment_failures_and_never_points() -> No
 
 
 def test_kernel_text_in_events_is_cleaned_and_cut_where_it_crosses_into_the_grader() -> None:
-    from autograder.engine.verdicts import clean_event
+    from autograder.grading.verdicts import clean_event
 
     end = {"event": "end", "reason": "bad_message", "detail": "\x1b[2J\ud800" + "m" * 1000 + ": KeyError"}
     cell = {"event": "cell", "id": "x\x1b]0;t\x07", "error": "E: " + "\u202e" + "e" * 5000, "seconds": 1.0}

@@ -10,8 +10,8 @@ import pytest
 from nbclient import NotebookClient
 from nbgrader.utils import determine_grade
 
-from autograder.build import assignments
-from autograder.validate import validate_solution, validate_student
+from autograder.course.build import assignments
+from autograder.course.validate import validate_solution, validate_student
 
 ASSIGNMENTS = [a.name for a in assignments()]
 

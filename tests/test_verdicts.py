@@ -7,9 +7,11 @@ import json
 import pytest
 from check_helpers import solution_cells
 
+from autograder.checks.evidence import EvidenceError, dumps, loads
 from autograder.checks.linear_layer import LINEAR_LAYER, collect_linear_layer, collect_mse_loss
-from autograder.engine.prepare import CheckCall, GradeCell
-from autograder.engine.verdicts import (
+from autograder.grading.linear_layer import grade_linear_layer, grade_mse_loss
+from autograder.grading.prepare import CheckCall, GradeCell
+from autograder.grading.verdicts import (
     STOP_REASONS,
     CellResult,
     NotebookResult,
@@ -18,8 +20,6 @@ from autograder.engine.verdicts import (
     grade_cell,
     grade_notebook,
 )
-from autograder.evidence import EvidenceError, dumps, loads
-from autograder.grading.linear_layer import grade_linear_layer, grade_mse_loss
 
 LINEAR = GradeCell(
     "test_linear_layer", 4.0, (CheckCall("check_linear_layer", 0), CheckCall("check_linear_layer", 7))
@@ -150,7 +150,7 @@ MALFORMED = [
         {"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [0] * 70}}
     ),
     " " * (8 * 1024 * 1024 + 1),
-    # issue 16: these raised OverflowError or a numpy parser's SyntaxError, which failed the whole notebook
+    # these raised OverflowError or a numpy parser's SyntaxError, which failed the whole notebook
     '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [Infinity]}}',
     '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [NaN, 0]}}',
     '{"check": "linear_layer", "seed": 7, "x": {"__ndarray__": "", "dtype": "<f8", "shape": [1e400]}}',

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from autograder.build import SOLUTIONS, assignments
+from autograder.course.build import SOLUTIONS, assignments
 from autograder.engine.grade import Grader, Limits
 from autograder.engine.intake import Submission
 from autograder.engine.zygote import WARM_ENV

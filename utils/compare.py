@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from autograder.compare import Verdict
-from autograder.compare import compare as compare_one
-from autograder.tolerances import FLOAT64, Tolerance
+from autograder.checks.compare import Verdict
+from autograder.checks.compare import compare as compare_one
+from autograder.checks.tolerances import FLOAT64, Tolerance
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import BoundaryNorm
 
-from autograder.compare import as_array
+from autograder.checks.compare import as_array
 
 
 def _numpy(values: Any) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.calling import call
+from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
 from autograder.checks.two_layer_net import (
     EDGE_CASE,

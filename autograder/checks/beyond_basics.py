@@ -31,7 +31,7 @@ from autograder.checks.functions import FAILED, FunctionRun, label_of, observed,
 FUNC_POINTS = 4.0
 #: N, D_in, D_out pairwise distinct; B is the number of stacked weights for vmap.
 FUNC_SIZES = {"N": 4, "D": 3, "M": 5, "B": 2}
-#: Each case's (N, D_in, D_out): the main one, then the size-1 edge of every dimension (CHECKS.md
+#: Each case's (N, D_in, D_out): the main one, then the size-1 edge of every dimension (docs/checks.md
 #: items 2 and 22: a careless .squeeze() shows only there).
 FUNC_CASES: dict[str, tuple[int, int, int]] = {
     "N=4": (FUNC_SIZES["N"], FUNC_SIZES["D"], FUNC_SIZES["M"]),

@@ -19,15 +19,16 @@ the graded kernel the grading half is absent, so it only publishes the evidence.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from autograder.calling import Call, call
-from autograder.compare import as_array
-from autograder.evidence import NotAnArray, emit
+from autograder.checks.calling import Call, call
+from autograder.checks.compare import as_array
+from autograder.checks.evidence import NotAnArray, emit
 
 Evidence = dict[str, Any]
 
@@ -86,13 +87,17 @@ class Check:
     collect: Callable[..., Evidence]
 
     def grade(self, evidence: Evidence) -> Any:
-        """The trusted grading half's report on ``evidence`` (importable only outside the graded kernel)."""
-        from autograder.grading import grade
-
-        return grade(self, evidence)
+        """The trusted grading half's report on ``evidence``, through :data:`TRUSTED_SIDE` (raises
+        ImportError inside a graded kernel, where that package does not exist)."""
+        return importlib.import_module(TRUSTED_SIDE).grade(self, evidence)
 
 
 CHECKS: dict[str, Check] = {}
+
+#: The one place this package names the trusted side: the learner's own lab (and ``check``) grade in
+#: their process by importing it; a graded kernel cannot, because the jail mounts only this package.
+#: ``tests/test_trust_line.py`` holds that nothing else here imports outside ``autograder.checks``.
+TRUSTED_SIDE = "autograder.grading"
 
 
 #: The collect module of each notebook, in course order.
@@ -123,7 +128,7 @@ RECORDED = "{title}: recorded; the grading engine scores it outside your kernel.
 def run_check(check: Check, *learner: Any, seed: int = 0) -> float:
     """Collect evidence from the learner's functions, grade it, print the feedback, return the score.
 
-    Under the grading engine the evidence is published (see :func:`autograder.evidence.emit`) and
+    Under the grading engine the evidence is published (see :func:`autograder.checks.evidence.emit`) and
     the engine grades it in its own process; the kernel there has no grading half, and the cell
     prints a line saying so and ends with 0.
     """

@@ -12,10 +12,10 @@
 Every Function runs through the one harness of :mod:`autograder.checks.functions`, four ways,
 because each way hides some mistakes: ``backward`` called directly on the ``grad_fn`` (the only way
 to see the exact shape of every returned gradient: the autograd engine silently sum-reduces a
-``grad_bias`` of shape (N, out), CHECKS.md item 8), autograd with a random upstream gradient,
+``grad_bias`` of shape (N, out), docs/checks.md item 8), autograd with a random upstream gradient,
 ``.sum()`` (a stride-0 upstream gradient that exposes in-place writes into ``grad_output``), and the
 full float64 Jacobian, gradcheck's view. ``ctx`` itself is inspected too: tensors kept as ``ctx``
-attributes instead of going through ``save_for_backward`` pass all four (CHECKS.md item 12).
+attributes instead of going through ``save_for_backward`` pass all four (docs/checks.md item 12).
 The graders are in :mod:`autograder.grading.custom_functions`.
 """
 
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from autograder.calling import call
+from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, freeze_losses, register, run_check
 from autograder.checks.functions import Arg, returned, run_function
 from autograder.checks.jacobian_layers import DTYPES, PLANTED, jacobian_inputs, planted_layer, tanh_linear
@@ -155,7 +155,7 @@ LINEAR_CASES: tuple[tuple[str, int, int, int, tuple[bool, bool, bool], str], ...
     ("only input requires grad", 4, 3, 5, (True, False, False), "bias"),
     ("only bias requires grad", 4, 3, 5, (False, False, True), "bias"),
     ("input does not require grad", 4, 3, 5, (False, True, True), "bias"),
-    # the size-1 edges of the other two dimensions (CHECKS.md item 22): a .squeeze() shows only there
+    # the size-1 edges of the other two dimensions (docs/checks.md item 22): a .squeeze() shows only there
     ("in=1", 4, 1, 5, (True, True, True), "bias"),
     ("out=1", 4, 3, 1, (True, True, True), "bias"),
 )
@@ -220,7 +220,7 @@ def check_linear_function(LinearFunction: Any, *, seed: int = 0) -> float:
 class RawLinear(torch.autograd.Function):
     """``x @ W.T + b`` whose backward hands back ``grad_output`` itself as the bias gradient, unsummed.
 
-    Returning an (N, out) bias gradient is the mistake of CHECKS.md item 8, used here on purpose:
+    Returning an (N, out) bias gradient is the mistake of docs/checks.md item 8, used here on purpose:
     ``.backward()`` sum-reduces it to (out,), while ``grad_fn.apply`` shows exactly what backward
     returned, so the two ways of running backward give visibly different answers.
     """

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autograder.calling import Call, call
+from autograder.checks.calling import Call, call
 from autograder.checks.core import NotAnArray, freeze
 
 Record = dict[str, Any]
@@ -271,9 +271,9 @@ class FunctionRun:
         """``fn_cls.backward(out.grad_fn, *grad_outputs)`` called directly, as ``step``.
 
         Records what it returned (``outputs[step]``, see :func:`returned`): called this way no
-        gradient of a wrong shape is repaired by the engine (CHECKS.md item 8). With ``inspect``,
+        gradient of a wrong shape is repaired by the engine (docs/checks.md item 8). With ``inspect``,
         also what ``ctx.saved_tensors`` holds (``outputs["saved"]``) and which ``ctx`` attributes
-        hold tensors (``outputs["ctx_tensors"]``, CHECKS.md item 12).
+        hold tensors (``outputs["ctx_tensors"]``, docs/checks.md item 12).
         """
         if self.blocked(step, after):
             return FAILED

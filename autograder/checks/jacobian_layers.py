@@ -1,6 +1,6 @@
 """The layers of notebook 04's ``max_jacobian_error`` check (collect side): :func:`tanh_linear`, its inputs
 for a seed, and the same layer with an error planted in its analytical Jacobian at an entry and of a size
-drawn from the seed, so that the right answer is the seed's own (CHECKS.md 32). Kept apart from
+drawn from the seed, so that the right answer is the seed's own (docs/checks.md 32). Kept apart from
 :mod:`autograder.checks.custom_functions`, which re-exports them, to keep each module small.
 """
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.calling import call
+from autograder.checks.calling import call
 from autograder.checks.core import (
     Check,
     Evidence,
@@ -208,7 +208,7 @@ FIT_CUBIC_POINTS = 3.0
 #: forgetting the bias update costs nothing and goes unnoticed). The visible call (seed 0) fits the
 #: notebook's own data, shifted by SHIFT; every other seed mirrors the curve, scales it by a drawn
 #: amplitude and shifts it by a drawn amount above SHIFT, so that W and b fitted to the visible data
-#: are worse than a constant on a hidden test's, and fit its shifted curve worse still (CHECKS.md 32).
+#: are worse than a constant on a hidden test's, and fit its shifted curve worse still (docs/checks.md 32).
 SHIFT = 1.0
 AMPLITUDES, SHIFTS = (-1.4, -0.6), (1.5, 2.5)
 

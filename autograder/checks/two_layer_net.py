@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.calling import Call, call
+from autograder.checks.calling import Call, call
 from autograder.checks.core import (
     Check,
     Evidence,
@@ -42,8 +42,8 @@ TRAINING_POINTS = 3.0
 
 
 def call_naming_stubs(fn: Any, *args: Any, name: str, **kwargs: Any) -> Call:
-    """:func:`autograder.calling.call`, except that a ``NotImplementedError`` raised by another function
-    that ``fn`` calls is reported as coming from that function.
+    """:func:`autograder.checks.calling.call`, except that a ``NotImplementedError`` raised by another
+    function that ``fn`` calls is reported as coming from that function.
 
     ``two_layer_net`` calls the learner's ``relu_forward``, ``softmax_cross_entropy`` and
     ``linear_forward``; when one of those is still a stub, the feedback names it instead of claiming
@@ -330,7 +330,7 @@ def check_two_layer_net(two_layer_net: Any, *, seed: int = 0) -> float:
 
 #: How far a hidden test turns its spiral (radians, about the origin), drawn from this range: a network
 #: trained on the visible call's spiral classifies at most about 12% of such a spiral's points right,
-#: and one trained on the turned spiral learns it as well as the unturned one (CHECKS.md 32).
+#: and one trained on the turned spiral learns it as well as the unturned one (docs/checks.md 32).
 TURNS = (np.pi / 2, 3 * np.pi / 2)
 
 

@@ -29,8 +29,8 @@ from autograder.engine import runner
 from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
 from autograder.engine.grade import Executed, Grader, Outcome, Work, timing_breakdown
 from autograder.engine.intake import Submission
-from autograder.engine.prepare import GradeCell, grade_cells
 from autograder.engine.untrusted import clean, terminal
+from autograder.grading.prepare import GradeCell, grade_cells
 
 #: A cell still running after this many seconds is announced (and again every as many seconds).
 SLOW_CELL_SECONDS = 5.0
@@ -75,7 +75,7 @@ class Progress:
             self._next(-1)
 
     def _show(self, cell: GradeCell, event: dict[str, Any]) -> None:
-        from autograder.engine.verdicts import grade_cell
+        from autograder.grading.verdicts import grade_cell
 
         result = grade_cell(cell, event, None)
         feedback = result.feedback
@@ -182,7 +182,7 @@ class InProcessExecutor:
 def _assignment_by_cells(path: Path, course: list[Assignment]) -> Assignment:
     """The assignment whose answer and test cells the notebook has the most of (every notebook has a
     set-up cell: it tells none apart); a clear error when none or several fit equally."""
-    from autograder.build import source_notebook
+    from autograder.course.build import source_notebook
 
     nb = nbformat.read(path, as_version=4)
     ids = {grade_id(c) for c in nb.cells} - {None, "setup"}

@@ -5,7 +5,7 @@ The grader (:mod:`autograder.engine.grade`) writes a :class:`Job` for each noteb
 object a line: ``start``, ``kernel``, one ``cell`` event per executed code cell (:func:`cell_event`)
 and one ``end`` event (:func:`end_event`), whose :class:`Stop` says why execution stopped early, if
 it did. The grader reads the events back (:func:`read_events`) and grades from them
-(:mod:`autograder.engine.verdicts`). Nothing here imports the rest of the engine: the runner loads
+(:mod:`autograder.grading.verdicts`). Nothing here imports the rest of the engine: the runner loads
 it in a process of its own.
 """
 

@@ -3,14 +3,14 @@
 For each submission the engine
 
 1. prepares the notebook to run (the learner's answers, the course's test cells, see
-   :mod:`autograder.engine.prepare`) in a fresh job folder holding only that notebook;
+   :mod:`autograder.grading.prepare`) in a fresh job folder holding only that notebook;
 2. runs it in a separate runner process (:mod:`autograder.engine.runner`) whose kernel is jailed
    (:mod:`autograder.engine.jail`), under per-cell, per-notebook, memory and output limits, and
    kills the runner's whole process tree if it overruns its hard limit: an :class:`Executor` does
    this step, on this machine (:class:`LocalExecutor`) or on a Dask cluster's workers
    (:mod:`autograder.engine.distributed`), and gives back the evidence; all else happens here;
 3. recomputes every graded cell's score from the evidence the cell recorded, in this process
-   (:mod:`autograder.engine.verdicts`);
+   (:mod:`autograder.grading.verdicts`);
 4. stores the result (a JSON file per submission, keyed by the submission's hash and the course
    version, so a re-run skips what is done, an interrupted run resumes, and a changed check or
    hidden test regrades), writes the scores into nbgrader's gradebook and the feedback HTML.
@@ -42,11 +42,12 @@ from typing import Any, Protocol
 import nbformat
 
 from autograder.course import Assignment, grade_id, is_grade, is_locked, is_solution, points
-from autograder.engine import jail, method, seeds, untrusted
+from autograder.engine import jail, method, untrusted
 from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
 from autograder.engine.intake import Submission, read_notebook
-from autograder.engine.prepare import Prepared, prepare
-from autograder.engine.verdicts import clean_event, grade_notebook
+from autograder.grading import seeds
+from autograder.grading.prepare import Prepared, prepare
+from autograder.grading.verdicts import clean_event, grade_notebook
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Outcome:
     timing: dict[str, float] = field(default_factory=dict)
     """Where the time went, in seconds: see :func:`timing_breakdown`."""
     seeds: dict[str, int] = field(default_factory=dict)
-    """The fresh seed of each graded cell's final call in this run (:mod:`autograder.engine.seeds`)."""
+    """The fresh seed of each graded cell's final call in this run (:mod:`autograder.grading.seeds`)."""
     flags: list[str] = field(default_factory=list)
     """Answers that skip their exercise, by a static look at the code (:mod:`autograder.engine.method`)."""
     lms: str = ""
@@ -125,16 +126,10 @@ def sha256(path: Path) -> str:
 
 #: The code a score depends on besides the source notebook: both halves of the checks and what they
 #: are built from (modules or packages, found wherever they are installed).
-GRADING_CODE = (
-    "autograder.checks",
-    "autograder.grading",
-    "autograder.calling",
-    "autograder.compare",
-    "autograder.evidence",
-    "autograder.report",
-    "autograder.tolerances",
-    "backprop_utils",
-)
+GRADING_CODE = ("autograder.checks", "autograder.grading", "backprop_utils")
+"""What a score depends on besides the submission, as whole packages: the kernel's side of the checks
+(the folder the jail mounts), the trusted side (graders, references, preparing, seeds, verdicts) and
+the course's helpers. A file added to any of them is in the version with nothing to list."""
 
 
 def _code_files(module: str) -> list[tuple[str, Path]]:

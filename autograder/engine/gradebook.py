@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autograder.build import ensure_tools_on_path
 from autograder.course import COURSE_ID, Assignment
+from autograder.course.build import ensure_tools_on_path
 
 if TYPE_CHECKING:
     from autograder.engine.grade import Outcome

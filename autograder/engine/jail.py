@@ -97,17 +97,10 @@ SYSTEM_PATHS = (
     "/etc/hosts",
 )
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-#: Of the course's ``autograder`` package, only these entries are in a kernel's view: the collect
-#: side of the checks and what it imports. Never ``grading`` (references) or ``engine``.
-KERNEL_PACKAGE = (
-    "__init__.py",
-    "calling.py",
-    "compare.py",
-    "evidence.py",
-    "report.py",
-    "tolerances.py",
-    "checks",
-)
+#: Of the course's ``autograder`` package, a kernel sees only its ``__init__`` and the folder of what a
+#: kernel may import (``autograder/checks/``, whole): never ``grading`` (references, verdicts), ``engine``
+#: or ``course``.
+KERNEL_PACKAGE = ("__init__.py", "checks")
 #: Top-level packages that make up PyTorch: absent from a numpy notebook's kernel.
 TORCH_PACKAGES = ("torch", "functorch", "torchgen")
 #: What a masked package's ``__init__`` says when imported.

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import generate, sync_sources
 from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
+from autograder.course.build import generate, sync_sources
 from autograder.engine import gradebook, outputs, untrusted
 from autograder.engine.grade import Grader, Limits, Outcome
 from autograder.engine.intake import Rejected, Submission, discover, intake_warnings, release_times
@@ -300,7 +300,7 @@ def grade_alone(
 ) -> Outcome:
     """Grade one notebook of ``assignment`` as the instructor's grader does (hidden tests on fresh
     seeds, jailed where the machine allows), outside any course directory of the instructor's: the
-    Gradescope autograder's path (:mod:`autograder.gradescope`)."""
+    Gradescope autograder's path (:mod:`autograder.engine.gradescope`)."""
     course = {a.name: a for a in assignments(solutions)}
     if assignment not in course:
         raise CourseError(f"unknown assignment {assignment!r}; the course has: {', '.join(course)}")

@@ -32,6 +32,7 @@ nbformat = _nbformat()
 from jupyter_client.manager import AsyncKernelManager  # noqa: E402
 from nbclient.exceptions import CellTimeoutError, DeadKernelError  # noqa: E402
 
+from autograder.checks.evidence import EVIDENCE_ENV, EVIDENCE_MIME  # noqa: E402
 from autograder.engine.contract import Events, Job, Stop, StopReason, cell_event, end_event  # noqa: E402
 from autograder.engine.kernel import (  # noqa: E402
     MESSAGE_OVERHEAD,
@@ -42,9 +43,8 @@ from autograder.engine.kernel import (  # noqa: E402
     kernel_process,
     relay_limits,
 )
-from autograder.engine.seeds import hidden_lines, redact  # noqa: E402
 from autograder.engine.space import mount_space, private_mounts, unmount_space  # noqa: E402
-from autograder.evidence import EVIDENCE_ENV, EVIDENCE_MIME  # noqa: E402
+from autograder.grading.seeds import hidden_lines, redact  # noqa: E402
 
 #: A learner's error message is cut to this many characters in the events (and so in feedback).
 ERROR_LENGTH = 500

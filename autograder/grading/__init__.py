@@ -14,21 +14,22 @@ from collections.abc import Callable
 
 from autograder.checks.core import MODULES as COLLECT_MODULES
 from autograder.checks.core import Check, Evidence, all_checks
-from autograder.report import Report
+from autograder.checks.report import Report
 
-Grader = Callable[[Evidence], Report]
+#: A check's trusted half: evidence in, report out (not the engine's worker pool, `engine.grade.Grader`).
+GradeFunction = Callable[[Evidence], Report]
 
 #: The grader of each check, by the check's name.
-GRADERS: dict[str, Grader] = {}
+GRADERS: dict[str, GradeFunction] = {}
 
 #: One grading module per notebook, named like its collect module in :mod:`autograder.checks`.
 MODULES = COLLECT_MODULES
 
 
-def grader(check: Check) -> Callable[[Grader], Grader]:
+def grader(check: Check) -> Callable[[GradeFunction], GradeFunction]:
     """Register the decorated function as the grader of ``check``."""
 
-    def register(function: Grader) -> Grader:
+    def register(function: GradeFunction) -> GradeFunction:
         if GRADERS.get(check.name, function) is not function:
             raise ValueError(f"two graders for check {check.name!r}")
         GRADERS[check.name] = function
@@ -42,7 +43,7 @@ def report_for(check: Check) -> Report:
     return Report(check.title, check.points)
 
 
-def load() -> dict[str, Grader]:
+def load() -> dict[str, GradeFunction]:
     """Import every grading module (once), so that every declared check has its grader."""
     if not _LOADED:
         for module in MODULES:

@@ -21,9 +21,11 @@ from autograder.checks.autograd_graph import (
     sgd_inputs,
     sgd_loss,
 )
+from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence
+from autograder.checks.report import Item, Report
+from autograder.checks.tolerances import LOSS
 from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, PARAM_NAMES
-from autograder.compare import Verdict, compare
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
     add_notes,
@@ -39,8 +41,6 @@ from autograder.grading.two_layer_net import (
     net_mistakes,
     stability_item,
 )
-from autograder.report import Item, Report
-from autograder.tolerances import LOSS
 
 _CUT_GRAPH = (
     "the loss is not connected to {k}: .detach(), .data, .item(), .numpy() or torch.tensor(...) on the "

@@ -42,9 +42,11 @@ from autograder.checks.beyond_basics import (
     legendre_inputs,
     sce_inputs,
 )
+from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence, case_seed
 from autograder.checks.functions import tensor
-from autograder.compare import Verdict, compare
+from autograder.checks.report import Item, Report
+from autograder.checks.tolerances import LOSS, TRAINING
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
@@ -55,8 +57,6 @@ from autograder.grading.toolkit import (
     step_error,
     tensors_unchanged_item,
 )
-from autograder.report import Item, Report
-from autograder.tolerances import LOSS, TRAINING
 
 Record = dict[str, Any]
 

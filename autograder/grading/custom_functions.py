@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence, NotAnArray
 from autograder.checks.custom_functions import (
     BACKWARD_BY_HAND,
@@ -51,7 +52,8 @@ from autograder.checks.jacobian_layers import (
     planted_layer,
     tanh_linear,
 )
-from autograder.compare import Verdict, compare
+from autograder.checks.report import Item, Report
+from autograder.checks.tolerances import FLOAT64, JACOBIAN_FLOAT32, JACOBIAN_FLOAT64
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
@@ -62,8 +64,6 @@ from autograder.grading.toolkit import (
     step_error,
     tensors_unchanged_item,
 )
-from autograder.report import Item, Report
-from autograder.tolerances import FLOAT64, JACOBIAN_FLOAT32, JACOBIAN_FLOAT64
 from backprop_utils.data import make_spiral
 
 #: The message fragment of PyTorch's version-counter error: a tensor saved with save_for_backward

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence, case_seed
 from autograder.checks.linear_layer import (
     CLEARLY_BETTER,
@@ -29,11 +30,10 @@ from autograder.checks.linear_layer import (
     mse_inputs,
     numpy_function,
 )
-from autograder.compare import Verdict, compare
+from autograder.checks.report import Item, Report
+from autograder.checks.tolerances import FINITE_DIFFERENCE, FLOAT64, LOSS, REPORTED_LOSS, TRAINING
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import add_notes, inputs_unchanged_item
-from autograder.report import Item, Report
-from autograder.tolerances import FINITE_DIFFERENCE, FLOAT64, LOSS, REPORTED_LOSS, TRAINING
 
 
 def _linear_verdicts(record: dict[str, Any], data: dict[str, np.ndarray]) -> dict[str, Verdict]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from autograder.compare import Verdict
-from autograder.report import Item, Report
+from autograder.checks.compare import Verdict
+from autograder.checks.report import Item, Report
 
 Record = dict[str, Any]
 
@@ -84,7 +84,7 @@ def step_error(record: Record, *steps: str) -> str | None:
     return None
 
 
-ACCEPTED_ANSWERS = """What the checks accept as a correct answer (issue 10, CHECKS.md item 24).
+ACCEPTED_ANSWERS = """What the checks accept as a correct answer (docs/checks.md item 24).
 
 One rule, applied by every item of every check: an answer PyTorch accepts and documents is correct.
 For a custom Function's ``backward`` that means, as PyTorch's engine reads its return value:
@@ -100,16 +100,16 @@ For a custom Function's ``backward`` that means, as PyTorch's engine reads its r
 Where the course is stricter than PyTorch, the notebook says why and the feedback says so:
 
 * a gradient must have its input's exact shape when ``backward`` is called directly: the engine
-  silently sum-reduces a broadcastable wrong shape (CHECKS.md item 8), which hides a real bug;
+  silently sum-reduces a broadcastable wrong shape (docs/checks.md item 8), which hides a real bug;
 * a gradient that is not needed (``ctx.needs_input_grad`` False) must be None, not computed and
   discarded (the needs_input_grad items);
-* tensors go through ``save_for_backward``, not ``ctx`` attributes (CHECKS.md item 12).
+* tensors go through ``save_for_backward``, not ``ctx`` attributes (docs/checks.md item 12).
 
 :func:`backward_returns` applies the rule; no item counts a backward's values another way.
 """
 
 
-#: The named mistake of the bias gradient in older PyTorch docs (CHECKS.md item 22).
+#: The named mistake of the bias gradient in older PyTorch docs (docs/checks.md item 22).
 SQUEEZED_BIAS = (
     "grad_output.sum(0).squeeze(0): with one output feature the sum has shape (1,) and .squeeze(0) makes "
     "it a 0-d tensor, which autograd refuses as the gradient of a bias of shape (1,); grad_output.sum(0) "
@@ -233,7 +233,7 @@ _MATMUL_SIZES = (
     re.compile(r"not aligned: (\d+) \(dim \d+\) != (\d+) \(dim \d+\)"),
     re.compile(r"shapes cannot be multiplied \(\d+x(\d+) and (\d+)x\d+\)"),
 )
-#: The learner's line that raised, as :func:`autograder.calling.describe_exception` quotes it.
+#: The learner's line that raised, as :func:`autograder.checks.calling.describe_exception` quotes it.
 _QUOTED_LINE = re.compile(r"\(in [^,]+, line \d+: (.*)\)\s*$")
 _BROADCAST_SHAPES = re.compile(r"could not be broadcast together with shapes ((?:\([\d,]*\) ?){2,})")
 

@@ -7,7 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from autograder.checks.compare import Overflow, Verdict, compare
 from autograder.checks.core import Check, Evidence, NotAnArray, case_seed
+from autograder.checks.report import Item, Report
+from autograder.checks.tolerances import LOSS
 from autograder.checks.two_layer_net import (
     EDGE_CASE,
     LARGE_CASE,
@@ -30,7 +33,6 @@ from autograder.checks.two_layer_net import (
     softmax_inputs,
     training_data,
 )
-from autograder.compare import Overflow, Verdict, compare
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
     add_notes,
@@ -42,8 +44,6 @@ from autograder.grading.toolkit import (
     product_sizes,
     verdict_or_error,
 )
-from autograder.report import Item, Report
-from autograder.tolerances import LOSS
 
 #: Training accuracy for full credit and for partial credit. A two-layer ReLU network with ~100 hidden
 #: units reaches 97-99% on the spiral within a few hundred full-batch steps; a linear classifier stays

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.build import nbgrader_config, write_sources
+from autograder.course.build import nbgrader_config, write_sources
 from autograder.course import COURSE, NOTEBOOKS, assignments, is_grade
 
 

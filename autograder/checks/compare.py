@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.tolerances import FLOAT16, FLOAT32, FLOAT64, Tolerance
+from autograder.checks.tolerances import FLOAT16, FLOAT32, FLOAT64, Tolerance
 
 #: Problems in the order they are looked for: the first one found is the one reported.
 PROBLEMS = ("missing", "type", "shape", "dtype", "nonfinite", "values")
@@ -420,7 +420,7 @@ def compare(
         name: what the value is called in feedback, e.g. ``"dW"``.
         actual: the learner's value (numpy array or scalar, torch tensor, Python number).
         expected: the reference value, float64 (numpy or torch).
-        tol: the closeness rule; see :mod:`autograder.tolerances`. It is loosened to float32 (or
+        tol: the closeness rule; see :mod:`autograder.checks.tolerances`. It is loosened to float32 (or
             float16) precision when ``dtype=None`` accepts such a value, or when ``expected`` has
             that precision, since rounding alone would otherwise fail a correct value.
         dtype: the dtype the value must have, or None to accept any real floating dtype.

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # autograder/
 _UTILS_DIR = os.path.join(os.path.dirname(_PACKAGE_DIR), "utils")
 
 # A frame in one of these folders is library code (the standard library, numpy, torch, this course's
@@ -213,7 +213,7 @@ def snapshot(*arrays: Any) -> list[Any]:
 
 
 def _same_data(before: Any, after: Any) -> bool:
-    from autograder.compare import as_array
+    from autograder.checks.compare import as_array
 
     b, a = as_array(before), as_array(after)
     if b is None or a is None:

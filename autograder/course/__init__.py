@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 #: The repository's root, when this package is used from a checkout of it.
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SOLUTIONS = REPO / "solutions"
 NOTEBOOKS = REPO / "notebooks"
 COURSE = REPO / "course"

@@ -92,7 +92,7 @@ ROOT="${{{variable}:-/autograder}}"
 PYTHON="${{{python}:-$ROOT/source/.venv/bin/python}}"
 mkdir -p "$ROOT/results"
 rm -f "$ROOT/results/results.json"
-"$PYTHON" -m autograder.gradescope {assignment} --root "$ROOT" --visibility {visibility}
+"$PYTHON" -m autograder.engine.gradescope {assignment} --root "$ROOT" --visibility {visibility}
 if [ ! -s "$ROOT/results/results.json" ]; then
     cat > "$ROOT/results/results.json" <<'RESULTS'
 {failed}
@@ -225,9 +225,9 @@ def stated(output: str, **extra: Any) -> dict[str, Any]:
 
 def _titles(assignment: Assignment) -> dict[str, str]:
     """Each graded cell's test name: its check's title, by the cell's grade id."""
-    from autograder.build import source_notebook
-    from autograder.engine.prepare import grade_cells
-    from autograder.engine.verdicts import check_for
+    from autograder.course.build import source_notebook
+    from autograder.grading.prepare import grade_cells
+    from autograder.grading.verdicts import check_for
 
     titles = {}
     for cell in grade_cells(source_notebook(assignment.source)):
@@ -278,8 +278,8 @@ def results_for(outcome: Any, titles: dict[str, str], visibility: str, note: str
 
 
 def _answer_cells(assignment: Assignment) -> set[str]:
-    from autograder.build import source_notebook
     from autograder.course import grade_id, is_solution
+    from autograder.course.build import source_notebook
 
     return {grade_id(c) for c in source_notebook(assignment.source).cells if is_solution(c)} - {None}
 
@@ -340,10 +340,10 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m autograder.gradescope ASSIGNMENT``: what ``run_autograder`` runs. Exit status 0 always
-    (a results.json says what happened)."""
+    """``python -m autograder.engine.gradescope ASSIGNMENT``: what ``run_autograder`` runs. Exit status 0
+    always (a results.json says what happened)."""
     parser = argparse.ArgumentParser(
-        prog="python -m autograder.gradescope", description=__doc__.split("\n")[0]
+        prog="python -m autograder.engine.gradescope", description=__doc__.split("\n")[0]
     )
     parser.add_argument("assignment")
     parser.add_argument("--root", type=Path, default=Path(os.environ.get(ROOT_VARIABLE) or DEFAULT_ROOT))

@@ -11,7 +11,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
-from autograder.compare import Verdict
+from autograder.checks.compare import Verdict
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
-from autograder.build import REPO, SOLUTIONS
+from autograder.course.build import REPO, SOLUTIONS
 from autograder.course import grade_id, is_solution
 from autograder.engine import outputs
 from autograder.engine.grade import Limits

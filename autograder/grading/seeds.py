@@ -18,7 +18,7 @@ import secrets
 from nbformat import NotebookNode
 
 from autograder import course
-from autograder.engine.prepare import CheckCall, GradeCell, Prepared
+from autograder.grading.prepare import CheckCall, GradeCell, Prepared
 
 #: Fresh seeds come from this range: wide enough that no answer can be precomputed for each, small
 #: enough that a check's case seeds (1000 * seed + case) stay below 2**32 for every random generator.

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograder.checks import all_checks
+from autograder.checks.evidence import EvidenceError, loads
+from autograder.checks.report import Report
 from autograder.engine import untrusted
 from autograder.engine.contract import Stop, StopReason
-from autograder.engine.prepare import GradeCell
-from autograder.evidence import EvidenceError, loads
 from autograder.grading import grade
-from autograder.report import Report
+from autograder.grading.prepare import GradeCell
 
 #: How the runner's stop reasons read in feedback, by code (the wording is :class:`StopReason`'s).
 STOP_REASONS = {reason.value: reason.wording for reason in StopReason}
