@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
-DOCS += sorted((ROOT / "benchmarks").glob("*.md"))
+DOCS += sorted((ROOT / "benchmarks").glob("**/*.md"))
 README_MAX_LINES = 130
 
 #: The folders a backquoted path is checked under: a token that starts with one of them is a path.
