@@ -82,7 +82,7 @@ def commit() -> str:
 
 def command_line(script: str, argv: list[str]) -> str:
     """The command that repeats the run, from the repository's root, with no path of this machine in it."""
-    python = Path(sys.executable)
+    python = Path(os.path.normpath(os.path.abspath(sys.executable)))  # not resolved: the venv's link
     shown = python.relative_to(REPOSITORY).as_posix() if python.is_relative_to(REPOSITORY) else "python"
     return shlex.join([shown, f"benchmarks/{script}.py", *argv])
 
