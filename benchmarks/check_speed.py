@@ -7,15 +7,14 @@ checked with ``python -m autograder check --quiet`` and executed with ``jupyter 
 notebook --execute``, the two commands in turn, ``--repeat`` times each, every run a whole process
 as the learner types it. Prints the median wall time and CPU time (the process and its children) of
 each, and the ratio of the medians; the course's target is a check at most 1.2 times plain
-execution. The machine, the date and the load at the start are printed with the figures.
+execution. The table is also written, with the date, the machine, the load and this command, to
+``benchmarks/results/check_speed.md`` (``benchmarks/record.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -55,6 +54,8 @@ def timed(command: list[str], cwd: Path) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from record import Record  # benchmarks/record.py: this script's folder is first on sys.path
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -64,12 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ.setdefault("MPLBACKEND", "Agg")
     work = Path(tempfile.mkdtemp(prefix="check-speed-"))
-    print(
-        f"{dt.date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.2f} at the start, median of {args.repeat} runs each"
-    )
-    print("| notebook | check wall | check CPU | nbconvert wall | nbconvert CPU | wall ratio |")
-    print("|---|---|---|---|---|---|")
+    record = Record("check_speed", argv)
+    record.line(f"Median of {args.repeat} runs each, the two commands in turn, every run a whole process.")
+    record.line()
+    record.line("| notebook | check wall | check CPU | nbconvert wall | nbconvert CPU | wall ratio |")
+    record.line("|---|---|---|---|---|---|")
     for a in assignments():
         if args.notebooks and not any(a.name.startswith(n) for n in args.notebooks):
             continue
@@ -94,11 +94,11 @@ def main(argv: list[str] | None = None) -> int:
             k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
             for k, v in runs.items()
         }
-        print(
+        record.line(
             f"| {a.name} | {med['check'][0]:.1f} s | {med['check'][1]:.1f} s | {med['plain'][0]:.1f} s "
-            f"| {med['plain'][1]:.1f} s | {med['check'][0] / med['plain'][0]:.2f} |",
-            flush=True,
+            f"| {med['plain'][1]:.1f} s | {med['check'][0] / med['plain'][0]:.2f} |"
         )
+    record.write()
     return 0
 
 

@@ -21,7 +21,9 @@ ones, in turn; notebook 04 by default), each in a course directory of its own:
 * a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
   core count (workers beyond the cores show the executor's overhead, not a speed-up).
 
-Every row must give every submission the same score; the script says so and exits 1 when not.
+Every row must give every submission the same score; the script says so and exits 1 when not. The
+report is printed and written, with the date, the machine, the load and this command, to
+``benchmarks/results/grading_speed.md`` (``benchmarks/record.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.engine import light
@@ -135,7 +138,136 @@ def _course(work: Path, name: str) -> Path:
     return root
 
 
+@dataclass
+class Runs:
+    """What one benchmark run measured: every row's wall time and scores, and the local engine's outcomes."""
+
+    notebooks: dict
+    rows: list[tuple[str, float, dict]] = field(default_factory=list)
+    outcomes: list = field(default_factory=list)
+    engine_seconds: float = 0.0
+    one: list = field(default_factory=list)
+    one_seconds: float = 0.0
+    command_seconds: float = 0.0
+    scaling: list[tuple[int, float]] = field(default_factory=list)
+
+
+def measure(args: argparse.Namespace, work: Path) -> Runs:
+    """Grade the same submissions in every way the report compares, each in a course of its own."""
+    engine_root = _course(work, "engine")
+    runs = Runs(make_submissions(engine_root, args.assignment, args.submissions))
+    notebooks = runs.notebooks
+    if not args.skip_nbgrader:
+        nb_seconds, nb_scores = run_nbgrader(_course(work, "nbgrader"), args.assignment, notebooks)
+        runs.rows.append(("serial `nbgrader autograde`", nb_seconds, nb_scores))
+    runs.engine_seconds, runs.outcomes = run_engine(engine_root, args.assignment, notebooks, args.workers)
+    scores = {o.student: o.score for o in runs.outcomes}
+    runs.rows.append((f"the engine, {args.workers} workers", runs.engine_seconds, scores))
+    first = dict(list(notebooks.items())[:1])
+    runs.one_seconds, runs.one = run_engine(_course(work, "one"), args.assignment, first, args.workers)
+    runs.command_seconds = run_command_line(_course(work, "command"), args.assignment, first)
+    if args.scheduler:
+        label = f"Dask executor at {args.scheduler}"
+        seconds, dasked = run_engine(
+            _course(work, "dask"), args.assignment, notebooks, args.workers, args.scheduler
+        )
+    else:
+        label = f"Dask executor, local cluster of {args.workers} workers"
+        seconds, dasked = on_local_cluster(_course(work, "dask"), args.assignment, notebooks, args.workers)
+    runs.rows.append((label, seconds, {o.student: o.score for o in dasked}))
+    for size in () if args.skip_scaling else (1, 2, 4):
+        seconds, scaled = on_local_cluster(_course(work, f"dask-{size}"), args.assignment, notebooks, size)
+        runs.scaling.append((size, seconds))
+        runs.rows.append(
+            (f"Dask, {size} local workers (scaling)", seconds, {o.student: o.score for o in scaled})
+        )
+    return runs
+
+
+def mismatches(runs: Runs) -> dict[str, dict]:
+    """Every row's scores that differ from the first row's, by row; empty when all agree."""
+    reference = runs.rows[0][2]
+    found = {
+        label: {s: (scores.get(s), reference[s]) for s in reference if scores.get(s) != reference[s]}
+        for label, _, scores in runs.rows[1:]
+    }
+    found = {label: diff for label, diff in found.items() if diff}
+    if len(runs.one) != 1 or runs.one[0].score != reference[runs.one[0].student]:
+        found["one-notebook run"] = {o.student: o.score for o in runs.one}
+    return found
+
+
+def scaling_table(scaling: list[tuple[int, float]], ncores: int, record) -> None:
+    """The Dask executor's wall time on local clusters of 1, 2 and 4 workers, against one worker."""
+    if not scaling:
+        return
+    one_worker = scaling[0][1]
+    record.line()
+    record.line(f"The Dask executor on local clusters ({ncores} cores here):")
+    record.line()
+    record.line("| workers | wall | speed-up over 1 worker |")
+    record.line("|---|---|---|")
+    for workers, seconds in scaling:
+        record.line(f"| {workers} | {seconds:.1f} s | {one_worker / seconds:.2f}x |")
+
+
+def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
+    """Print and keep the comparison table, the fixed cost, the scaling table and where a notebook's
+    time goes; return the rows whose scores differ."""
+    n, ncores, outcomes = len(runs.notebooks), cores(), runs.outcomes
+    cpu = [o.timing.get("cells_cpu") for o in outcomes]
+    floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
+    per_notebook = statistics.median(o.seconds for o in outcomes)
+    record.line(
+        f"{n} submissions of {args.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
+        f"jailed: {outcomes[0].jailed}"
+    )
+    record.line()
+    record.line("| | wall | per notebook | vs serial nbgrader | vs the floor | vs the local engine |")
+    record.line("|---|---|---|---|---|---|")
+    base = None if args.skip_nbgrader else runs.rows[0][1]
+    for label, seconds, _ in runs.rows:
+        if label.endswith("(scaling)"):
+            continue
+        speed = f"{base / seconds:.2f}x" if base else ""
+        above = f"{seconds / floor:.2f}x" if floor else ""
+        record.line(
+            f"| {label} | {seconds:.1f} s | {seconds / n:.2f} s | {speed} | {above} "
+            f"| {seconds / runs.engine_seconds:.2f}x |"
+        )
+    if floor is not None:
+        record.line(
+            f"| physical floor (cells' CPU / {ncores} cores) | {floor:.1f} s | {floor / n:.2f} s | | | |"
+        )
+    record.line()
+    if floor is None:
+        record.line("- physical floor: unknown (the runner could not read the kernels' CPU time)")
+    record.line(
+        f"- fixed cost per run: {runs.one_seconds - per_notebook:.2f} s (a run of 1 notebook "
+        f"{runs.one_seconds:.2f} s, minus the per-notebook time {per_notebook:.2f} s)"
+    )
+    record.line(
+        f"- fixed cost per run from the command line: {runs.command_seconds - per_notebook:.2f} s "
+        f"(`python -m autograder grade` of 1 notebook in a fresh process {runs.command_seconds:.2f} s)"
+    )
+    phases = ["runner_start", "kernel_start", "cells", "cells_cpu", "shutdown"]
+    medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in phases}
+    measured = ("runner_start", "kernel_start", "cells", "shutdown")
+    medians["prepare_and_grade"] = statistics.median(
+        o.seconds - sum(o.timing.get(p, 0.0) for p in measured) for o in outcomes
+    )
+    record.line(
+        "- the engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
+    )
+    differ = mismatches(runs)
+    record.line("- scores: " + ("identical in every row" if not differ else f"DIFFER: {differ}"))
+    scaling_table(runs.scaling, ncores, record)
+    return differ
+
+
 def main(argv: list[str] | None = None) -> int:
+    from record import Record  # benchmarks/record.py: this script's folder is first on sys.path
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -153,98 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = "1"
-
+    record = Record("grading_speed", argv)
     work = Path(tempfile.mkdtemp(prefix="bench-"))
-    rows: list[tuple[str, float, dict]] = []
     try:
-        engine_root = _course(work, "engine")
-        notebooks = make_submissions(engine_root, args.assignment, args.submissions)
-        if not args.skip_nbgrader:
-            nb_seconds, nb_scores = run_nbgrader(_course(work, "nbgrader"), args.assignment, notebooks)
-            rows.append(("serial nbgrader autograde", nb_seconds, nb_scores))
-        engine_seconds, outcomes = run_engine(engine_root, args.assignment, notebooks, args.workers)
-        rows.append(
-            (f"local engine, {args.workers} workers", engine_seconds, {o.student: o.score for o in outcomes})
-        )
-        first = dict(list(notebooks.items())[:1])
-        one_seconds, one = run_engine(_course(work, "one"), args.assignment, first, args.workers)
-        command_seconds = run_command_line(_course(work, "command"), args.assignment, first)
-        if args.scheduler:
-            label = f"Dask executor at {args.scheduler}"
-            seconds, dasked = run_engine(
-                _course(work, "dask"), args.assignment, notebooks, args.workers, args.scheduler
-            )
-        else:
-            label = f"Dask executor, {args.workers} local workers"
-            seconds, dasked = on_local_cluster(
-                _course(work, "dask"), args.assignment, notebooks, args.workers
-            )
-        rows.append((label, seconds, {o.student: o.score for o in dasked}))
-        scaling = []
-        for size in () if args.skip_scaling else (1, 2, 4):
-            seconds, scaled = on_local_cluster(
-                _course(work, f"dask-{size}"), args.assignment, notebooks, size
-            )
-            scaling.append((size, seconds))
-            scores = {o.student: o.score for o in scaled}
-            rows.append((f"Dask, {size} local workers (scaling)", seconds, scores))
+        runs = measure(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    n, ncores = len(notebooks), cores()
-    cpu = [o.timing.get("cells_cpu") for o in outcomes]
-    floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
-    per_notebook = statistics.median(o.seconds for o in outcomes)
-    print(
-        f"{n} submissions of {args.assignment}; this machine has {ncores} cores "
-        f"(os.cpu_count() {os.cpu_count()}); jailed: {outcomes[0].jailed}"
-    )
-    print(f"{'':40} {'wall s':>8} {'s/notebook':>11} {'vs nbgrader':>12} {'vs floor':>9} {'vs local':>9}")
-    base = rows[0][1] if not args.skip_nbgrader else None
-    for label, seconds, _ in rows:
-        if label.endswith("(scaling)"):
-            continue
-        speed = f"{base / seconds:11.2f}x" if base else f"{'':>12}"
-        above = f"{seconds / floor:8.2f}x" if floor else f"{'':>9}"
-        print(
-            f"{label:40} {seconds:8.1f} {seconds / n:11.2f} {speed} {above} {seconds / engine_seconds:8.2f}x"
-        )
-    if floor is not None:
-        print(f"{'physical floor (cells CPU / cores)':40} {floor:8.1f} {floor / n:11.2f}")
-    else:
-        print("physical floor: unknown (the runner could not read the kernels' CPU time)")
-    print(
-        f"fixed cost per run: {one_seconds - per_notebook:.2f} s (a run of 1 notebook {one_seconds:.2f} s, "
-        f"minus the per-notebook time {per_notebook:.2f} s)"
-    )
-    print(
-        f"fixed cost per run from the command line: {command_seconds - per_notebook:.2f} s "
-        f"(`python -m autograder grade` of 1 notebook in a fresh process {command_seconds:.2f} s)"
-    )
-    if scaling:
-        one_worker = scaling[0][1]
-        print(
-            f"Dask executor on local clusters ({ncores} cores here): workers, wall s, speed-up over 1 worker"
-        )
-        for workers, seconds in scaling:
-            print(f"  {workers} {seconds:8.1f} {one_worker / seconds:6.2f}x")
-    phases = ["runner_start", "kernel_start", "cells", "cells_cpu", "shutdown"]
-    medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in phases}
-    measured = ("runner_start", "kernel_start", "cells", "shutdown")
-    medians["prepare_and_grade"] = statistics.median(
-        o.seconds - sum(o.timing.get(p, 0.0) for p in measured) for o in outcomes
-    )
-    print("engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items()))
-    reference = rows[0][2]
-    mismatches = {
-        label: {s: (scores.get(s), reference[s]) for s in reference if scores.get(s) != reference[s]}
-        for label, _, scores in rows[1:]
-    }
-    mismatches = {label: diff for label, diff in mismatches.items() if diff}
-    if len(one) != 1 or one[0].score != reference[one[0].student]:
-        mismatches["one-notebook run"] = {o.student: o.score for o in one}
-    print("scores: " + ("identical in every row" if not mismatches else f"DIFFER: {mismatches}"))
-    return 1 if mismatches else 0
+    differ = report(runs, args, record)
+    record.write()
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":

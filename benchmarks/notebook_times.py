@@ -4,7 +4,9 @@
 
 Builds the source notebooks (with solutions and hidden tests) into a temporary course and executes
 each with nbclient in a fresh kernel, ``--repeat`` times; prints the median kernel start-up and the
-median execution time of the cells. The course's target is under 30 s per notebook.
+median execution time of the cells. The course's target is under 30 s per notebook. The table is
+also written, with the date, the machine, the load and this command, to
+``benchmarks/results/notebook_times.md`` (``benchmarks/record.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def time_notebook(path: Path) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from record import Record  # benchmarks/record.py: this script's folder is first on sys.path
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -51,11 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ.setdefault("MPLBACKEND", "Agg")
     root = Path(tempfile.mkdtemp(prefix="times-"))
+    record = Record("notebook_times", argv)
+    record.line(f"Median of {args.repeat} runs each, each in a fresh kernel, solutions and hidden tests in.")
+    record.line()
+    record.line("| notebook | cells | kernel start-up |")
+    record.line("|---|---|---|")
     for a in write_sources(root):
         runs = [time_notebook(root / "source" / a.name / a.notebook) for _ in range(args.repeat)]
         kernel = statistics.median(r[0] for r in runs)
         cells = statistics.median(r[1] for r in runs)
-        print(f"{a.name:<24} cells {cells:5.1f} s (median of {args.repeat}), kernel start-up {kernel:4.1f} s")
+        record.line(f"| {a.name} | {cells:.1f} s | {kernel:.1f} s |")
+    record.write()
     return 0
 
 
