@@ -592,7 +592,7 @@ def test_reference_fit_matches_autograd():
 
 
 def test_each_ctx_lesson_costs_its_item_only():
-    """Issue 9 item 8: each of the three ctx features is graded by its own effect."""
+    """Each of the three ctx features is graded by its own effect."""
     for classes, lost in (
         ((MaxNotMarked, InplaceReLU, SquareAndCube), "MaxWithIndex: indices not differentiable"),
         ((MaxWithIndex, ReLUNotDirty, SquareAndCube), "InplaceReLU: in place, marked dirty"),
@@ -603,7 +603,7 @@ def test_each_ctx_lesson_costs_its_item_only():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Issue 10: every return form PyTorch accepts keeps full points; each step blamed for its own failure
+# Every return form PyTorch accepts keeps full points; each step blamed for its own failure
 # ---------------------------------------------------------------------------------------------------
 
 

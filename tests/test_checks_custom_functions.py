@@ -721,7 +721,7 @@ def test_reference_evidence_survives_json_and_grades_identically(check, learner,
 
 
 # ---------------------------------------------------------------------------------------------------
-# Issue 10: one rule for a correct answer; size-1 edges; factors of N; the argument that was modified
+# One rule for a correct answer; size-1 edges; factors of N; the argument that was modified
 # ---------------------------------------------------------------------------------------------------
 
 

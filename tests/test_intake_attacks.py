@@ -27,7 +27,7 @@ from autograder.engine.notebook_file import MAX_CELLS, MAX_DEPTH
 from autograder.engine.pipeline import ensure_course, grade_class
 
 TINY = "01_tiny"
-#: The grader's own peak (resident set size) on the worst inputs below: the README states it.
+#: The grader's own peak (resident set size) on the worst inputs below: docs/guarantees.md states it.
 GRADER_PEAK_BYTES = 1024**3
 
 pytestmark = pytest.mark.skipif(not jail_available(), reason="graded in the jail, as in CI")

@@ -1,4 +1,4 @@
-"""The learner's path in a real browser: `make lab`, as the README says, then every notebook run cell by cell.
+"""The learner's path in a real browser: `make lab` (docs/learners.md), then every notebook run cell by cell.
 
 Each student notebook is opened in a JupyterLab started by the Makefile's own `lab` target and run one
 cell at a time, as a learner does (JupyterLab's "Run All" stops at the first exercise a learner has not

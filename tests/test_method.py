@@ -345,8 +345,8 @@ def test_withhold_flagged_sets_the_evading_exercises_test_cell_to_zero(tmp_path)
     assert outcome.score == outcome.max_score - withheld["points"]
 
 
-def test_what_the_readme_says_still_evades_is_not_flagged() -> None:
-    """The look is static: a name computed at run time, exec, a function kept in a container (README)."""
+def test_what_the_guarantees_say_still_evades_is_not_flagged() -> None:
+    """A static look: a name computed at run time, exec, a function in a container (docs/guarantees.md)."""
     for line in (
         'getattr(torch.autograd, "gr" + "ad")',
         'eval("torch.autograd.grad")',
@@ -380,7 +380,7 @@ def test_answers_written_to_stall_the_look_are_read_in_bounded_time() -> None:
         "c", _linear_function(GRADS.format("x" + ".a" * 900 + ".backward")), False
     )
     assert time.perf_counter() - start < 20
-    # a helper chain of any length is followed; an alias chain is followed 20 deep (the README says so)
+    # a helper chain of any length is followed; an alias chain is followed 20 deep (docs/guarantees.md)
     assert [f.name for f in found["helpers"]] == ["LinearFunction"]
     assert found["aliases"] == found["wide"] == found["classes"] == found["too deep to parse"] == []
     assert "nested too deep to show" in found["too deep to print"][0].reason

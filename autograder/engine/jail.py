@@ -22,7 +22,7 @@ which:
 
 It needs root and namespaces; :func:`jail_available` says whether it works here, and the engine
 states in its summary when it had to run without it. Where no control group can be made,
-:func:`cgroup_support` says so and only the per-process limits hold (see the README).
+:func:`cgroup_support` says so and only the per-process limits hold (see docs/guarantees.md).
 """
 
 from __future__ import annotations

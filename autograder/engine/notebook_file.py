@@ -14,7 +14,7 @@ as Python objects:
 
 A file over any bound is refused with a sentence naming the bound, never with ``RecursionError`` or
 ``MemoryError``. The pre-scan and the parse hold at most a few copies of a file within the size
-bound, and the number of Python objects is bounded by the value bound: the README states the
+bound, and the number of Python objects is bounded by the value bound: docs/guarantees.md states the
 grader's measured peak (``tests/test_intake_attacks.py`` measures it).
 """
 
