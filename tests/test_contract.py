@@ -18,7 +18,7 @@ from autograder.engine.contract import (
     end_event,
     read_events,
 )
-from autograder.engine.grade import Outcome
+from autograder.engine.outcome import Outcome
 from autograder.engine.outputs import table
 from autograder.engine.systemic import failure_signature
 from autograder.grading.verdicts import grade_notebook

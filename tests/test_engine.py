@@ -20,7 +20,7 @@ from notebook_helpers import source_and_release
 
 from autograder import course
 from autograder.course.demo import solved
-from autograder.engine import grade as grade_module
+from autograder.engine import executor as executor_module
 from autograder.engine.grade import Limits
 from autograder.engine.jail import jail_available
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
@@ -346,13 +346,13 @@ def test_a_rerun_skips_what_is_graded_and_regrades_what_changed(graded, monkeypa
     shutil.copy(root.parent / "inbox" / f"blank_{ASSIGNMENT}.ipynb", inbox / f"half_{ASSIGNMENT}.ipynb")
 
     ran: list[str] = []
-    real = grade_module.LocalExecutor._run
+    real = executor_module.LocalExecutor._run
 
     def spy(self, job_path, hard_limit):
         ran.append(json.loads(job_path.read_text())["notebook"])
         return real(self, job_path, hard_limit)
 
-    monkeypatch.setattr(grade_module.LocalExecutor, "_run", spy)
+    monkeypatch.setattr(executor_module.LocalExecutor, "_run", spy)
     again = grade_class(inbox, ASSIGNMENT, root, FIXTURE, workers=2, limits=LIMITS, progress=False)
     assert len(ran) == 1, "only the changed submission (half) runs again"
     assert {o.student: o.score for o in again.outcomes} == {"ada": 7, "half": 0}

@@ -23,8 +23,8 @@ from notebook_helpers import source_and_release
 from test_engine import FIXTURE, after, solved
 
 from autograder.engine import lms
-from autograder.engine.grade import Outcome
 from autograder.engine.jail import jail_available
+from autograder.engine.outcome import Outcome
 from autograder.engine.pipeline import ensure_course
 
 pytestmark = pytest.mark.skipif(not jail_available(), reason="the jail needs root and namespaces")

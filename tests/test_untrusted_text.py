@@ -9,8 +9,8 @@ import pytest
 
 from autograder.engine import untrusted
 from autograder.engine.contract import Stop, StopReason
-from autograder.engine.grade import Outcome
 from autograder.engine.intake import Rejected
+from autograder.engine.outcome import Outcome
 from autograder.engine.outputs import summary_text
 from autograder.engine.systemic import systemic_failure
 

@@ -27,8 +27,10 @@ import nbformat
 from autograder.course import SOLUTIONS, Assignment, assignments, grade_id
 from autograder.engine import runner
 from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
-from autograder.engine.grade import Executed, Grader, Outcome, Work, timing_breakdown
+from autograder.engine.executor import Executed, Work, timing_breakdown
+from autograder.engine.grade import Grader
 from autograder.engine.intake import Submission
+from autograder.engine.outcome import Outcome
 from autograder.engine.untrusted import clean, terminal
 from autograder.grading.prepare import GradeCell, grade_cells
 

@@ -5,7 +5,7 @@ seeds, grades from the evidence, stores the outcomes and alone writes the autogr
 gradebook and the outputs, exactly as on one machine. Only running a prepared notebook moves:
 :class:`DaskExecutor` sends it by value (workers need not share a file system with the client) to a
 worker, where the :class:`RunnerPlugin` of this run keeps a
-:class:`~autograder.engine.grade.LocalExecutor` per worker process: long-lived runner processes with
+:class:`~autograder.engine.executor.LocalExecutor` per worker process: long-lived runner processes with
 their zygotes, a scratch folder of the worker's own, every kernel jailed as it is locally. The worker
 sends back the events, the executed notebook and the timing.
 
@@ -18,7 +18,7 @@ sends back the events, the executed notebook and the timing.
   notebook of this run (:class:`WorkerRefused`), the run says so once and grades on the others; when
   no worker is left that can, nothing is graded (at the start) or the run stops (later).
 - A lost scheduler, or a cluster left with no worker for :data:`WORKERLESS_SECONDS`:
-  :class:`~autograder.engine.grade.ExecutorLost`: the run stops with that reason, what was graded is
+  :class:`~autograder.engine.executor.ExecutorLost`: the run stops with that reason, what was graded is
   stored, and a re-run grades only what is missing.
 - Ctrl-C: no new notebook is submitted, none already submitted starts (:meth:`~DaskExecutor.stop`:
   those waiting on the scheduler or in a worker's queue come back :class:`NotStarted`, not stored)
@@ -40,15 +40,8 @@ import uuid
 from distributed import CancelledError, Client, KilledWorker, TimeoutError, WorkerPlugin, get_worker
 
 from autograder.engine import jail
-from autograder.engine.grade import (
-    GRADING_CODE,
-    Executed,
-    ExecutorLost,
-    LocalExecutor,
-    NotStarted,
-    Work,
-    _code_files,
-)
+from autograder.engine.executor import Executed, ExecutorLost, LocalExecutor, NotStarted, Work
+from autograder.engine.grade import GRADING_CODE, _code_files
 
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0

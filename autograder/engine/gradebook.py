@@ -28,7 +28,7 @@ from autograder.course import COURSE_ID, Assignment
 from autograder.course.build import ensure_tools_on_path
 
 if TYPE_CHECKING:
-    from autograder.engine.grade import Outcome
+    from autograder.engine.outcome import Outcome
     from autograder.engine.roster import Roster
 
 

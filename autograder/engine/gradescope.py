@@ -237,7 +237,7 @@ def _titles(assignment: Assignment) -> dict[str, str]:
 
 
 def results_for(outcome: Any, titles: dict[str, str], visibility: str, note: str = "") -> dict[str, Any]:
-    """Gradescope's results of a graded notebook (:class:`~autograder.engine.grade.Outcome`)."""
+    """Gradescope's results of a graded notebook (:class:`~autograder.engine.outcome.Outcome`)."""
     tests = [
         {
             "name": titles.get(cell["grade_id"], cell["grade_id"]),

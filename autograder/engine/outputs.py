@@ -24,8 +24,8 @@ from pathlib import Path
 from autograder.course import Assignment
 from autograder.engine import gradebook, lms, untrusted
 from autograder.engine.contract import Stop
-from autograder.engine.grade import Outcome
 from autograder.engine.intake import Rejected
+from autograder.engine.outcome import Outcome
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }

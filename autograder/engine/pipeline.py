@@ -21,8 +21,9 @@ import nbformat
 from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
 from autograder.course.build import generate, sync_sources
 from autograder.engine import gradebook, outputs, untrusted
-from autograder.engine.grade import Grader, Limits, Outcome
+from autograder.engine.grade import Grader, Limits
 from autograder.engine.intake import Rejected, Submission, discover, intake_warnings, release_times
+from autograder.engine.outcome import Outcome
 from autograder.engine.roster import Roster, load_roster
 from autograder.engine.systemic import systemic_failure
 

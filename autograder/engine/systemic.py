@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from autograder.engine.contract import Stop, StopReason
-from autograder.engine.grade import Outcome
+from autograder.engine.outcome import Outcome
 
 #: Stops that come before any of the learner's code runs: no notebook can cause them.
 _ENVIRONMENT_STOPS = (StopReason.KERNEL_FAILED, StopReason.RUNNER_FAILED)

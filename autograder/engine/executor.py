@@ -1,0 +1,309 @@
+"""Where a prepared notebook runs: an :class:`Executor` takes a :class:`Work` (everything the run needs,
+by value) and gives back what the run :class:`Executed` (its events and the executed notebook), nothing
+graded. :class:`LocalExecutor` runs each notebook on a long-lived runner process of this machine
+(:class:`RunnerProcess`); :mod:`autograder.engine.distributed` runs them on a Dask cluster's workers, and
+:mod:`autograder.engine.check` in the learner's own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from autograder.engine import jail
+from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
+
+
+@dataclass
+class Work:
+    """One notebook to run, as the grader hands it to an :class:`Executor`: everything the run needs, by
+    value (no path of the grader's machine), so that it may run on another machine."""
+
+    name: str
+    """Who and what it is (``student-assignment``), for logs."""
+    notebook: str
+    """The prepared notebook as JSON: the learner's answers and the course's tests, hidden ones included."""
+    grade_cells: list[str]
+    kernel: str
+    """``numpy`` or ``torch``: :func:`kernel_kind`."""
+    limits: Limits
+    jailed: bool
+
+
+@dataclass
+class Executed:
+    """What running a :class:`Work` gave back: the evidence to grade from, nothing graded yet."""
+
+    events: list[dict[str, Any]]
+    """The runner's events, always ending in an ``end`` event (the executor's own when the runner wrote
+    none)."""
+    notebook: bytes | None
+    """The executed notebook as the runner wrote it (the hidden tests still in it), or None."""
+    timing: dict[str, float]
+    """Where the time went: :func:`timing_breakdown`."""
+
+
+class ExecutorLost(RuntimeError):
+    """The executor can run nothing more (a lost Dask scheduler, say): the run stops, and the submission
+    it was running is not stored, so that a re-run grades it."""
+
+
+class NotStarted(RuntimeError):
+    """The executor had the notebook but had not started it when the run was stopped (a first Ctrl-C):
+    nothing is stored, so that a re-run grades it."""
+
+
+class Executor(Protocol):
+    """Runs prepared notebooks; the grader keeps everything else (preparing, seeds, scores, storing)."""
+
+    def run(self, work: Work) -> Executed:
+        """Run one notebook to its end, or to its first stop; raise :class:`ExecutorLost` when nothing
+        can run any more, and another error when this one notebook cannot be run."""
+        ...
+
+    def stop(self) -> None:
+        """Start no notebook from now on (a first Ctrl-C): a :meth:`run` waiting for its notebook to start
+        raises :class:`NotStarted`; the running ones finish."""
+        ...
+
+    def kill(self) -> None:
+        """Kill the running notebooks (a second Ctrl-C); their :meth:`run` returns or raises soon."""
+        ...
+
+    def close(self, kill: bool = False) -> None:
+        """Let the runners finish (or kill them) and remove the scratch space."""
+        ...
+
+
+class LocalExecutor:
+    """Runs each notebook on a runner process of this machine: one long-lived runner per calling thread
+    (so the grader's threads run as many notebooks at once), job files in one scratch folder.
+
+    A Dask worker runs its notebooks with one as well (:mod:`autograder.engine.distributed`)."""
+
+    def __init__(self, zygote: bool = True) -> None:
+        self.zygote = zygote
+        self.work = Path(tempfile.mkdtemp(prefix="grading-"))
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._runners: list[RunnerProcess] = []
+        self._font_caches: list[Path] | None = None
+
+    def run(self, work: Work) -> Executed:
+        """Run the notebook as a job of its own, in a fresh job folder, on this thread's runner."""
+        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
+        executed = self.work / f"{job_dir.name}.executed.ipynb"
+        try:
+            job_path = self._write_job(work, job_dir, executed)
+            spawned = time.time()
+            killed, last_line = self._run(job_path, work.limits.notebook_seconds + 120)
+            exited = time.time()
+            events = read_events(Path(Job.read(job_path).events))
+            notebook = executed.read_bytes() if executed.exists() else None
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            for leftover in self.work.glob(f"{job_dir.name}.*"):
+                leftover.unlink(missing_ok=True)
+        if not any(e.get("event") == "end" for e in events):
+            reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
+            events.append(end_event(Stop(reason, detail=last_line)))
+        return Executed(events, notebook, timing_breakdown(events, spawned, exited))
+
+    def _write_job(self, work: Work, job_dir: Path, executed: Path) -> Path:
+        """Write the notebook to run beside its job folder, and the job (and jail) description."""
+        self._seed_matplotlib_cache(job_dir / ".matplotlib")
+        # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
+        notebook = self.work / f"{job_dir.name}.ipynb"
+        notebook.write_text(work.notebook, encoding="utf-8")
+        limits = work.limits
+        job = Job(
+            notebook=str(notebook),
+            workdir=str(job_dir),
+            events=str(self.work / f"{job_dir.name}.events.jsonl"),
+            grade_cells=list(work.grade_cells),
+            cell_seconds=limits.cell_seconds,
+            notebook_seconds=limits.notebook_seconds,
+            output_bytes=limits.output_bytes,
+            kernel=work.kernel,
+            executed=str(executed),
+        )
+        if work.jailed:
+            spec = jail.spec_for(
+                job_dir,
+                memory_bytes=limits.memory_bytes,
+                file_bytes=limits.file_bytes,
+                processes=limits.processes,
+                numpy_only=work.kernel == "numpy",
+            )
+            spec_path = self.work / f"{job_dir.name}.jail.json"
+            spec_path.write_text(json.dumps(spec))
+            job.jail_prefix = jail.jail_command(spec_path)
+            job.jail_spec = str(spec_path)
+        job_path = self.work / f"{job_dir.name}.job.json"
+        job.write(job_path)
+        return job_path
+
+    def _seed_matplotlib_cache(self, folder: Path) -> None:
+        """Give the job's kernel a built font cache: a fresh one costs every notebook seconds to build."""
+        with self._lock:
+            if self._font_caches is None:
+                import matplotlib
+                import matplotlib.font_manager  # noqa: F401 - builds the cache if this user has none
+
+                self._font_caches = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+        folder.mkdir(parents=True, exist_ok=True)
+        for cache in self._font_caches:
+            shutil.copyfile(cache, folder / cache.name)
+
+    def _run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
+        """Run one job on this thread's runner; kill the runner's whole tree at the hard limit.
+
+        Returns whether it was killed, and the last line the runner logged while on this job.
+        """
+        runner = getattr(self._local, "runner", None)
+        if runner is None:
+            log = self.work / f"runner-{threading.get_ident()}.log"
+            runner = self._local.runner = RunnerProcess(log, zygote=self.zygote)
+            with self._lock:
+                self._runners.append(runner)
+        return runner.run(job_path, hard_limit)
+
+    def stop(self) -> None:
+        """Nothing to do: each of the grader's threads runs its notebook at once, none waits."""
+
+    def kill(self) -> None:
+        """Kill every runner (and its kernel): the jobs they ran end as killed."""
+        with self._lock:
+            runners = list(self._runners)
+        for runner in runners:
+            runner.kill()
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the runner processes (or kill them) and remove the scratch folder."""
+        for runner in self._runners:
+            if kill:
+                runner.kill()
+            else:
+                runner.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+class RunnerProcess:
+    """A long-lived runner process (``runner --serve``) that runs one job at a time for one worker.
+
+    It starts in a session of its own; at a job's hard limit the whole session is killed, and the
+    kernel with it (the jail ties the kernel's life to the runner's), and the next job starts a new
+    runner.
+    """
+
+    def __init__(self, log: Path, zygote: bool = True) -> None:
+        self.log = log
+        self.zygote = zygote
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        with self.log.open("ab") as log_file:
+            return subprocess.Popen(
+                [sys.executable, "-m", "autograder.engine.runner", "--serve"]
+                + (["--zygote", str(self.log.parent)] if self.zygote else []),
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
+            )
+
+    def run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
+        """Run one job; return whether it had to be killed and the last line logged meanwhile."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        killed, answered = False, False
+        try:
+            proc.stdin.write(f"{job_path}\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + hard_limit
+            while not answered:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                ready, _, _ = select.select([proc.stdout], [], [], remaining)
+                if not ready:
+                    continue
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                answered = line.strip() == f"done {job_path}"
+        except (BrokenPipeError, OSError):
+            answered = False
+        if not answered:
+            killed = proc.poll() is None
+            self.kill()
+        with self.log.open("rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").strip().splitlines()
+        return killed, (lines[-1][:300] if lines else f"exit status {proc.poll()}")
+
+    def kill(self) -> None:
+        """Kill the runner's whole session."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.proc = None
+
+    def stop(self) -> None:
+        """Let the runner finish: close its input and wait, killing it if it does not exit."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        self.proc = None
+
+
+def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float) -> dict[str, float]:
+    """Split one runner's wall time into phases, from the time stamps on its events.
+
+    ``runner_start``: from handing the job to the runner to its first event (reading the job);
+    ``kernel_start``: to the kernel answering (jail, kernel process, ipykernel start-up);
+    ``cells``: executing the notebook's cells (its own code, imports included);
+    ``shutdown``: from the last cell to the runner's answer (kernel shutdown, writing the notebook).
+    Where the runner could read the kernel's CPU time, also ``cells_cpu``: the CPU seconds the kernel
+    spent on the cells (not a phase: part of ``cells``).
+    """
+    stamps = {e.get("event"): e.get("t") for e in events if isinstance(e.get("t"), (int, float))}
+    cells = [e["t"] for e in events if e.get("event") == "cell" and isinstance(e.get("t"), (int, float))]
+    start, kernel = stamps.get("start"), stamps.get("kernel")
+    if start is None or kernel is None:
+        return {}
+    last = cells[-1] if cells else kernel
+    phases = {
+        "runner_start": round(start - spawned, 3),
+        "kernel_start": round(kernel - start, 3),
+        "cells": round(last - kernel, 3),
+        "shutdown": round(exited - last, 3),
+    }
+    cpu = [e["cpu"] for e in events if e.get("event") == "cell" and isinstance(e.get("cpu"), (int, float))]
+    if cpu:
+        phases["cells_cpu"] = round(sum(cpu), 3)
+    return phases
