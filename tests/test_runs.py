@@ -88,14 +88,16 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
     assert "the run was interrupted: 4 submissions were not graded" in summary
     rows = (root / "grading" / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + 2
-    assert sorted(p.name for p in temp.iterdir()) == [], "no grading-* or intake-* folder is left behind"
+    # PyTorch's own compile cache (made by the graders' warm-up, which builds an optimizer) may stay
+    left = sorted(p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_"))
+    assert left == [], "no grading-* or intake-* folder is left behind"
 
     again = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("already graded") == 2
     assert results(root) == students
     assert "6 submissions in the course: 6 graded" in (root / "grading" / "summary.md").read_text()
-    assert sorted(p.name for p in temp.iterdir()) == []
+    assert sorted(p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")) == []
 
 
 def test_a_class_failing_the_same_way_is_not_recorded_as_zeros(notebooks, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -94,129 +95,201 @@ class Progress:
         sys.stderr.flush()
 
 
-def grade_class(
-    inputs: Path,
-    assignment: str = "all",
-    root: Path = COURSE,
-    solutions: Path = SOLUTIONS,
-    workers: int | None = None,
-    force: bool = False,
-    db_url: str | None = None,
-    limits: Limits | None = None,
-    use_jail: bool | None = None,
-    out: Path | None = None,
-    progress: bool = True,
-    roster: Path | None = None,
-    due: str | None = None,
-    late_penalty: str = "none",
-    withhold_flagged: bool = False,
-    scheduler: str | None = None,
-    seeds: dict[tuple[str, str], dict[str, int]] | None = None,
-) -> ClassResult:
+@dataclass
+class Options:
+    """How a class is graded: the ``grade`` command's options, one typed record."""
+
+    assignment: str = "all"
+    root: Path = COURSE
+    solutions: Path = SOLUTIONS
+    workers: int | None = None
+    force: bool = False
+    db_url: str | None = None
+    limits: Limits | None = None
+    use_jail: bool | None = None
+    out: Path | None = None
+    progress: bool = True
+    roster: Path | None = None
+    due: str | None = None
+    late_penalty: str = "none"
+    withhold_flagged: bool = False
+    scheduler: str | None = None
+    """A Dask scheduler's address: the notebooks run on that cluster's workers."""
+    seeds: dict[tuple[str, str], dict[str, int]] | None = None
+    """Earlier gradings' inputs to reproduce (see :class:`~autograder.engine.grade.Grader`)."""
+
+
+@dataclass
+class Run:
+    """What the steps of one class run share: each step reads what the ones before it set."""
+
+    inputs: Path
+    options: Options
+    db: str = ""
+    people: Roster | None = None
+    course: dict[str, Assignment] = field(default_factory=dict)
+    wanted: list[str] = field(default_factory=list)
+    started: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC).replace(microsecond=0))
+    executor: Any = None
+    grader: Grader | None = None
+    scratch: Path | None = None
+    """Where intake extracts archives: the submissions' files live there until the grader is done."""
+    submissions: list[Submission] = field(default_factory=list)
+    skipped: list[Outcome] = field(default_factory=list)
+    """Submissions already graded by an earlier run (unchanged, same course version)."""
+    result: ClassResult = field(default_factory=lambda: ClassResult([], [], 0, Path(), Path()))
+
+    @property
+    def assignments(self) -> list[Assignment]:
+        return [self.course[n] for n in self.wanted]
+
+    def fresh(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """The outcomes graded by this run (not skipped)."""
+        seen = {id(o) for o in self.skipped}
+        return [o for o in outcomes if id(o) not in seen]
+
+
+def grade_class(inputs: Path, assignment: str = "all", root: Path = COURSE, solutions: Path = SOLUTIONS,
+                **options: Any) -> ClassResult:  # fmt: skip
     """Grade every submission in ``inputs`` for one assignment (or ``all``); write every output.
 
-    With ``scheduler`` (a Dask scheduler's address) the notebooks run on that cluster's workers
-    (:mod:`autograder.engine.distributed`; ``workers`` is then how many are in flight at once, by
-    default the cluster's worker threads); everything else stays here. ``seeds`` reproduce an earlier
-    grading's inputs (see :class:`~autograder.engine.grade.Grader`).
+    ``options`` are the fields of :class:`Options`. With a ``scheduler`` the notebooks run on that Dask
+    cluster's workers (:mod:`autograder.engine.distributed`; ``workers`` is then how many are in flight
+    at once, by default the cluster's worker threads); everything else stays here.
 
     Raises :class:`~autograder.engine.gradebook.GradebookError`,
     :class:`~autograder.engine.roster.RosterError` or (with a scheduler that cannot be reached)
     :class:`~autograder.engine.distributed.ClusterUnavailable` before grading anything.
     """
-    if db_url is None:
-        root.mkdir(parents=True, exist_ok=True)
-    db = gradebook.check_database(db_url or f"sqlite:///{root / 'gradebook.db'}")
-    people = load_roster(roster) if roster else None
+    run = Run(inputs, Options(assignment, root, solutions, **options))
+    for step in BEFORE_GRADING:
+        step(run)
+    try:
+        for step in GRADING:
+            step(run)
+    finally:
+        run.grader.close()
+        if run.scratch:
+            shutil.rmtree(run.scratch, ignore_errors=True)
+    for step in AFTER_GRADING:
+        step(run)
+    return run.result
+
+
+# -- the steps, in order ------------------------------------------------------------------------------
+
+
+def check_gradebook(run: Run) -> None:
+    """Reach the gradebook before anything else (a wrong URL grades nothing)."""
+    o = run.options
+    if o.db_url is None:
+        o.root.mkdir(parents=True, exist_ok=True)
+    run.db = gradebook.check_database(o.db_url or f"sqlite:///{o.root / 'gradebook.db'}")
+
+
+def read_roster(run: Run) -> None:
+    """Read the roster, if any, and keep a copy of it in the course."""
+    roster = run.options.roster
     if roster:
-        (root / "autograder").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(roster, root / "autograder" / outputs.ROSTER_COPY)
-    course = ensure_course(root, solutions, db)
-    by_name = {a.name: a for a in course}
-    if assignment != "all" and assignment not in by_name:
-        raise SystemExit(f"unknown assignment {assignment!r}; the course has: {', '.join(by_name)}")
-    wanted = list(by_name) if assignment == "all" else [assignment]
-    answer_cells = {
-        name: {
-            grade_id(c)
-            for c in nbformat.read(root / "source" / name / by_name[name].notebook, as_version=4).cells
-            if is_solution(c)
-        }
-        for name in wanted
-    }
-    executor = None
-    if scheduler:
+        run.people = load_roster(roster)
+        (run.options.root / "autograder").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(roster, run.options.root / "autograder" / outputs.ROSTER_COPY)
+
+
+def build_course(run: Run) -> None:
+    """The course's current sources and releases, and which assignments this run grades."""
+    o = run.options
+    run.course = {a.name: a for a in ensure_course(o.root, o.solutions, run.db)}
+    if o.assignment != "all" and o.assignment not in run.course:
+        raise SystemExit(f"unknown assignment {o.assignment!r}; the course has: {', '.join(run.course)}")
+    run.wanted = list(run.course) if o.assignment == "all" else [o.assignment]
+
+
+def start_grader(run: Run) -> None:
+    """The grader, with its executor: this machine's runners, or a Dask cluster's workers."""
+    o = run.options
+    use_jail, workers = o.use_jail, o.workers
+    if o.scheduler:
         from autograder.engine.distributed import DaskExecutor
 
         # The workers jail their kernels (a worker that cannot gets no notebook) unless told not to.
         use_jail = True if use_jail is None else use_jail
-        executor = DaskExecutor(scheduler, jailed=use_jail)
-        workers = workers or executor.slots()
-    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    scratch = Path(tempfile.mkdtemp(prefix="intake-"))
-    grader = Grader(
-        root,
-        [by_name[n] for n in wanted],
-        limits,
-        workers,
-        use_jail,
-        seeds=seeds,
-        withhold_flagged=withhold_flagged,
-        executor=executor,
-    )
-    result = ClassResult([], [], 0, Path(), Path())
+        run.executor = DaskExecutor(o.scheduler, jailed=use_jail)
+        workers = workers or run.executor.slots()
+    run.grader = Grader(o.root, run.assignments, o.limits, workers, use_jail, seeds=o.seeds,
+                        withhold_flagged=o.withhold_flagged, executor=run.executor)  # fmt: skip
+
+
+def take_in(run: Run) -> None:
+    """Intake: every input file a submission or a rejection with its reason; the roster applied."""
+    root = run.options.root
+    answer_cells = {
+        name: {
+            grade_id(c)
+            for c in nbformat.read(root / "source" / name / run.course[name].notebook, as_version=4).cells
+            if is_solution(c)
+        }
+        for name in run.wanted
+    }
+    run.scratch = Path(tempfile.mkdtemp(prefix="intake-"))
+    found, rejected = discover(run.inputs, run.wanted, answer_cells, run.scratch, course=list(run.course))
+    run.result = ClassResult([], rejected, len(found) + len(rejected), Path(), Path())
+    run.submissions = _check_roster(found, rejected, run.people)
+    now = run.started.replace(tzinfo=None)
+    run.result.notes = intake_warnings(run.submissions, release_times(root, run.wanted), now)
+
+
+def grade_submissions(run: Run) -> None:
+    """Grade what is new or changed (in parallel, with a progress bar); skip what is done."""
+    bar = Progress(len(run.submissions)) if run.options.progress else None
+
+    def show(outcome: Outcome, was_skipped: bool) -> None:
+        if was_skipped:
+            run.skipped.append(outcome)
+        if bar:
+            bar(outcome, was_skipped)
+
+    result = run.result
+    result.outcomes = run.grader.grade_all(run.submissions, run.options.force, show)
+    result.interrupted, result.lost = run.grader.stopping.is_set(), run.grader.lost
+    refused = getattr(run.executor, "refused", {})
+    result.notes += [
+        f"the Dask worker {w} got no notebook of this run: it {r}" for w, r in sorted(refused.items())
+    ]
+
+
+def hold_back_systemic(run: Run) -> None:
+    """When most of this run's notebooks failed the environment's way, hold only those back (not
+    stored: the next run grades them again); a result graded normally is kept, whatever the others did."""
+    systemic = systemic_failure(run.fresh(run.result.outcomes))
+    if not systemic:
+        return
+    held = {id(o) for o in systemic.held_back}
+    by_key = {(s.student, s.assignment): s for s in run.submissions}
+    for o in systemic.held_back:
+        run.grader.forget(by_key[(o.student, o.assignment)])
+    run.result.systemic = systemic.sentence
+    run.result.outcomes = [o for o in run.result.outcomes if id(o) not in held]
+
+
+def write_submitted(run: Run) -> None:
+    """The submitted notebooks into the course directory, as nbgrader keeps them."""
+    paths = {(s.student, s.assignment): s.path for s in run.submissions}
+    outputs.write_submitted(run.options.root, run.fresh(run.result.outcomes), paths, run.course)
+
+
+def record_scores(run: Run) -> None:
+    """The scores into the gradebook; a failure is stated, and the outputs are still written."""
+    o = run.options
     try:
-        submissions, rejected = discover(inputs, wanted, answer_cells, scratch, course=list(by_name))
-        n_inputs = len(submissions) + len(rejected)
-        submissions = _check_roster(submissions, rejected, people)
-        now = started.replace(tzinfo=None)
-        noticed = intake_warnings(submissions, release_times(root, wanted), now)
-        skipped: list[Outcome] = []
-
-        def show(outcome: Outcome, was_skipped: bool) -> None:
-            if was_skipped:
-                skipped.append(outcome)
-            if bar:
-                bar(outcome, was_skipped)
-
-        bar = Progress(len(submissions)) if progress else None
-        outcomes = grader.grade_all(submissions, force, show)
-        result = ClassResult(
-            outcomes, rejected, n_inputs, Path(), Path(), interrupted=grader.stopping.is_set()
-        )
-        result.lost = grader.lost
-        refused = getattr(executor, "refused", {})
-        result.notes = noticed + [
-            f"the Dask worker {w} got no notebook of this run: it {r}" for w, r in sorted(refused.items())
-        ]
-        seen = {id(o) for o in skipped}
-        fresh = [o for o in outcomes if id(o) not in seen]
-        systemic = systemic_failure(fresh)
-        if systemic:
-            # Only the notebooks that failed the environment's way are held back: a result graded
-            # normally is stored, written and kept, whatever the others did.
-            result.systemic, held = systemic.sentence, {id(o) for o in systemic.held_back}
-            by_key = {(s.student, s.assignment): s for s in submissions}
-            for o in systemic.held_back:
-                grader.forget(by_key[(o.student, o.assignment)])
-            outcomes = [o for o in outcomes if id(o) not in held]
-            result.outcomes = outcomes
-        paths = {(s.student, s.assignment): s.path for s in submissions}
-        outputs.write_submitted(root, [o for o in outcomes if id(o) not in seen], paths, by_name)
-    finally:
-        grader.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-
-    try:
-        gradebook.register(db, root, [by_name[n] for n in wanted], {n: due for n in wanted} if due else None)
-        gradebook.record(db, outcomes, by_name, people, late_penalty)
+        gradebook.register(run.db, o.root, run.assignments, {n: o.due for n in run.wanted} if o.due else None)
+        gradebook.record(run.db, run.result.outcomes, run.course, run.people, o.late_penalty)
     except Exception as exc:  # noqa: BLE001 - the outputs are still written, the failure stated
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        result.gradebook_error = (
+        run.result.gradebook_error = (
             f"the scores could not be written to the gradebook ({type(exc).__name__}: {first}); the results "
             "are kept, and running the same command again writes them"
         )
-    return _finish(result, root, db, out, by_name, inputs, assignment, started, skipped, submissions, force)
 
 
 def _check_roster(submissions: list[Submission], rejected: list[Rejected], people: Roster | None):
@@ -242,35 +315,33 @@ def _headline(warning: str) -> str:
     return warning
 
 
-def _finish(
-    result, root, db, out, by_name, inputs, assignment, started, skipped, submissions, force=False
-) -> ClassResult:
+def write_outputs(run: Run) -> None:
     """Record the run in the course's ledger and write the course's outputs from the gradebook."""
+    result, o = run.result, run.options
     warnings = [w for w in (result.systemic, result.gradebook_error) if w] + result.notes
-    seen = {id(o) for o in skipped}
-    graded_now = len([o for o in result.outcomes if id(o) not in seen])  # held-back ones are not in it
-    not_graded = len(submissions) - graded_now - len(skipped)
+    graded_now = len(run.fresh(result.outcomes))  # held-back ones are not in it
+    not_graded = len(run.submissions) - graded_now - len(run.skipped)
     if result.interrupted and not_graded == 0:
         # Ctrl-C once while the last notebooks ran: they finished, nothing is left to grade.
         result.interrupted, result.lost = False, None
     if result.interrupted:
         why = f"the run stopped ({result.lost})" if result.lost else "the run was interrupted"
         # --force would grade again what this run graded: the resuming command is the one without it
-        again = "the same command without --force" if force else "the same command again"
+        again = "the same command without --force" if o.force else "the same command again"
         warnings.append(
             f"{why}: {not_graded} submissions were not graded. Run {again} to grade them (what was "
             "graded is kept and not graded twice)"
         )
     outputs.record_run(
-        root,
+        o.root,
         {
-            "time": started.isoformat(),
-            "assignment": assignment,
-            "inputs": inputs.name,
+            "time": run.started.isoformat(),
+            "assignment": o.assignment,
+            "inputs": run.inputs.name,
             "counts": {
                 "inputs": result.inputs,
                 "graded": graded_now,
-                "skipped": len(skipped),
+                "skipped": len(run.skipped),
                 "not_graded": not_graded,
                 "rejected": sum(1 for r in result.rejected if not r.other_assignment),
                 "other": sum(1 for r in result.rejected if r.other_assignment),
@@ -279,12 +350,18 @@ def _finish(
             "note": "; ".join(_headline(w) for w in warnings),
         },
     )
-    report = outputs.write_report(root, db, out or root / "grading", by_name, warnings)
-    this_run = {(o.student, o.assignment) for o in result.outcomes}
-    result.outcomes = [o for o in report.outcomes if (o.student, o.assignment) in this_run]
+    report = outputs.write_report(o.root, run.db, o.out or o.root / "grading", run.course, warnings)
+    this_run = {(x.student, x.assignment) for x in result.outcomes}
+    result.outcomes = [x for x in report.outcomes if (x.student, x.assignment) in this_run]
     result.files, result.warnings = report.files, report.warnings  # with what the report found
     result.summary, result.grades_csv = report.files["summary"], report.files["grades"]
-    return result
+
+
+#: The steps of :func:`grade_class`, in order: what happens before the grader starts, while it holds its
+#: runners (closed after the last, however it ends), and after.
+BEFORE_GRADING = (check_gradebook, read_roster, build_course, start_grader)
+GRADING = (take_in, grade_submissions, hold_back_systemic, write_submitted)
+AFTER_GRADING = (record_scores, write_outputs)
 
 
 def report_course(
