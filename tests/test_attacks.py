@@ -17,8 +17,9 @@ import nbformat
 import pytest
 from notebook_helpers import source_and_release
 
+from autograder.engine.cgroup import cgroup_support
 from autograder.engine.grade import Limits
-from autograder.engine.jail import cgroup_support, jail_available
+from autograder.engine.jail import jail_available
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
 from autograder.grading.seeds import SEED_RANGE
 from tests.test_engine import ASSIGNMENT, FIXTURE, after, solved

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import jail
+from autograder.engine import cgroup, jail
 
 root_only = pytest.mark.skipif(not jail.jail_available(), reason="the jail needs root and namespaces")
 
@@ -92,9 +92,9 @@ def test_a_numpy_kernel_view_masks_every_torch_package() -> None:
     assert torch_dir in view["masked"]
 
 
-@pytest.mark.skipif(jail.cgroup_support() is None, reason="no control group can be made on this machine")
+@pytest.mark.skipif(cgroup.cgroup_support() is None, reason="no control group can be made on this machine")
 def test_a_kernel_group_is_made_with_its_limits_and_removed() -> None:
-    group = jail.Cgroup.create(f"test-{os.getpid()}", 256 * 1024**2, 17)
+    group = cgroup.Cgroup.create(f"test-{os.getpid()}", 256 * 1024**2, 17)
     assert group is not None
     try:
         texts = {Path(d).name: sorted(p.name for p in Path(d).iterdir()) for d in group.dirs}

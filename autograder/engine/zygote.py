@@ -250,11 +250,11 @@ def _manage(conn: socket.socket) -> None:
     lock, group = None, None
     spec = request.get("jail")
     if spec:
-        from autograder.engine import jail
+        from autograder.engine import cgroup, jail
 
         try:
             spec["uid"], lock = jail.claim_uid()
-            group = jail.Cgroup.create(f"kernel-{spec['uid']}", spec["memory_bytes"], spec["processes"])
+            group = cgroup.Cgroup.create(f"kernel-{spec['uid']}", spec["memory_bytes"], spec["processes"])
             spec["cgroup"] = list(group.dirs) if group else None
             jail.unshare_pid()
         except OSError as exc:
