@@ -393,6 +393,90 @@ def test_preorder_passes_the_chain_only():
     assert failed(report) == {"diamond", "two-layer net"}
 
 
+def order_kahn_counts_links_releases_children(result):
+    """Kahn's algorithm, as Hint 3 puts it, but the release walks a set of children: right on the
+    notebook's diamond, where no node has the same child twice; a * a never reaches zero."""
+    waiting, stack, seen = {}, [result.grad_fn], {result.grad_fn}
+    while stack:
+        node = stack.pop()
+        for child, _ in node.next_functions:
+            if child is not None:
+                waiting[child] = waiting.get(child, 0) + 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    order, ready = [], [result.grad_fn]
+    while ready:
+        node = ready.pop(0)
+        order.append(type(node).__name__)
+        for child in {c for c, _ in node.next_functions if c is not None}:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    return order
+
+
+def order_marked_when_pushed(result):
+    """Hint 2's depth-first finish order without recursion, a node marked visited when pushed."""
+    stack, seen, finished = [(result.grad_fn, False)], {result.grad_fn}, []
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            finished.append(type(node).__name__)
+            continue
+        stack.append((node, True))
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append((child, False))
+    return finished[::-1]
+
+
+def order_marked_when_expanded(result):
+    """The same stack, a node marked when it is expanded: correct."""
+    stack, seen, finished = [(result.grad_fn, False)], set(), []
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            finished.append(type(node).__name__)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c, _ in node.next_functions if c is not None and c not in seen)
+    return finished[::-1]
+
+
+REPEATED_USE = {
+    order_kahn_counts_links_releases_children: "released once per distinct child",
+    order_marked_when_pushed: "marked visited when it is pushed",
+}
+
+
+@pytest.mark.parametrize("fn", list(REPEATED_USE), ids=lambda f: f.__name__)
+def test_walks_right_on_the_diamond_fail_a_tensor_used_twice_and_are_named(fn, capfd):
+    assert grade(checks.BACKWARD_ORDER, fn).score == 3.0  # the visible call's three graphs
+    report = grade(checks.BACKWARD_ORDER, fn, seed=7)
+    assert failed(report) == {checks.REPEATED_CASE}
+    assert REPEATED_USE[fn] in item(report, checks.REPEATED_CASE).message
+    assert "first reached" not in item(report, checks.REPEATED_CASE).message
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_the_repeated_use_graph_uses_a_node_twice_and_accepts_every_valid_walk(seed):
+    graph = checks.build_graph(checks.REPEATED_CASE, seed)
+    square = graph.grad_fn.next_functions[0][0].next_functions[0][0]
+    assert square.next_functions[0][0] is square.next_functions[1][0]  # a * a
+    assert checks.graph_cases(0) == checks.GRAPH_CASES and checks.REPEATED_CASE in checks.graph_cases(seed)
+    for fn in (backward_order, backward_order_kahn, order_marked_when_expanded):
+        assert grade(checks.BACKWARD_ORDER, fn, seed=seed).score == 3.0, fn.__name__
+
+
+def test_the_preorder_is_not_blamed_on_a_stack_marked_when_pushed():
+    report = grade(checks.BACKWARD_ORDER, order_preorder, seed=7)
+    assert "first reached" in item(report, "diamond").message
+
+
 # ---------------------------------------------------------------------------------------------------
 # sgd_step: wrong answers
 # ---------------------------------------------------------------------------------------------------

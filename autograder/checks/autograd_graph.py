@@ -138,6 +138,18 @@ UNARY_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 GRAPH_CASES = ("chain", "diamond", "two-layer net")
+#: A hidden test's fourth graph (docs/checks.md item 32): one tensor used twice by one node (``a * a``)
+#: and a sum whose first operand is the shared tensor (``b + op2(b) * op3(b)``). A walk that counts
+#: parents per link but releases them per distinct child, or a stack that marks a node visited when it
+#: is pushed, gives a valid order on the other three graphs and not on this one.
+REPEATED_CASE = "a tensor used twice"
+
+
+def graph_cases(seed: int) -> tuple[str, ...]:
+    """The graphs of a run: the visible call's three, and for any other seed the repeated-use graph too."""
+    return GRAPH_CASES if seed == 0 else (*GRAPH_CASES, REPEATED_CASE)
+
+
 #: The hidden activations of a hidden test's two-layer net (the visible call's is ReLU).
 HIDDEN_ACTIVATIONS = ("tanh", "sigmoid")
 
@@ -154,23 +166,28 @@ def build_graph(kind: str, seed: int) -> torch.Tensor:
     * chain: ``op3(op2(op1(0.5 * x))).sum()``, a single path from the output to one leaf;
     * diamond: ``a = op1(x @ w)`` feeds three nodes, ``(op2(a) * op3(a) + a).sum()``, so a's node must
       wait for gradient from all three, and op2/op3 may run in either order;
+    * a tensor used twice (hidden seeds only): ``a = op1(x @ w)``, ``b = a * a``,
+      ``(b + op2(b) * op3(b)).sum()``;
     * two-layer net: notebook 02's loss with L2 (``reg = 0.1``): W1 and W2 are used twice (in the
       affine layers and in the penalty), X and y do not require grad. Its hidden activation is ReLU for
       the visible seed 0 and one of :data:`HIDDEN_ACTIVATIONS`, drawn, for any other: an order
       recorded for another seed's graph names nodes this one does not have.
     """
-    index = GRAPH_CASES.index(kind)
+    index = (*GRAPH_CASES, REPEATED_CASE).index(kind)
     rng = np.random.default_rng(notebook_case_seed(seed, 10 + index))
     if kind == "chain":
         x = torch.tensor(rng.standard_normal((4, 3)), requires_grad=True)
         op1, op2, op3 = _ops(seed, 10 + index, 3)
         return op3(op2(op1(0.5 * x))).sum()
-    if kind == "diamond":
+    if kind in ("diamond", REPEATED_CASE):
         x = torch.tensor(rng.standard_normal((4, 3)))
         w = torch.tensor(rng.standard_normal((3, 5)), requires_grad=True)
         op1, op2, op3 = _ops(seed, 10 + index, 3)
         a = op1(x @ w)
-        return (op2(a) * op3(a) + a).sum()
+        if kind == "diamond":
+            return (op2(a) * op3(a) + a).sum()
+        b = a * a
+        return (b + op2(b) * op3(b)).sum()
     data = net_inputs(notebook_case_seed(seed, 10 + index), 5)
     p = {k: torch.tensor(data[k], requires_grad=True) for k in PARAM_NAMES}
     X, y = torch.tensor(data["X"]), torch.tensor(data["y"])
@@ -182,7 +199,7 @@ def build_graph(kind: str, seed: int) -> torch.Tensor:
 def collect_backward_order(backward_order: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``backward_order`` on each graph and record the list of names it returns."""
     cases = {}
-    for kind in GRAPH_CASES:
+    for kind in graph_cases(seed):
         outcome = call(backward_order, build_graph(kind, seed), name="backward_order")
         record: dict[str, Any] = {"error": outcome.error, "notes": outcome.notes, "names": None}
         result = outcome.result
@@ -204,7 +221,8 @@ BACKWARD_ORDER = register(
 
 
 def check_backward_order(backward_order: Any, *, seed: int = 0) -> float:
-    """Grade ``backward_order`` on three graphs built from the seed; any valid order passes; return points."""
+    """Grade ``backward_order`` on three graphs (four in a hidden test) built from the seed; any valid order
+    passes; return points."""
     return run_check(BACKWARD_ORDER, backward_order, seed=seed)
 
 

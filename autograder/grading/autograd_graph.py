@@ -11,12 +11,12 @@ import torch
 
 from autograder.checks.autograd_graph import (
     BACKWARD_ORDER,
-    GRAPH_CASES,
     LOSS_CASES,
     SGD_SHAPES,
     SGD_STEP,
     TWO_LAYER_LOSS_TORCH,
     build_graph,
+    graph_cases,
     loss_cases,
     sgd_inputs,
     sgd_loss,
@@ -27,6 +27,7 @@ from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS
 from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, PARAM_NAMES
 from autograder.grading import grader, reference, report_for
+from autograder.grading.graph_walks import recognised_walk
 from autograder.grading.toolkit import (
     add_notes,
     error_or_verdicts,
@@ -306,12 +307,14 @@ def order_problem(listed: list[str], names: list[str], parents: list[set[int]]) 
 
 @grader(BACKWARD_ORDER)
 def grade_backward_order(evidence: Evidence) -> Report:
-    """Grade recorded evidence: one item per graph (chain, diamond, two-layer net), 1 each. The graphs are
+    """Grade recorded evidence: one item per graph (chain, diamond, two-layer net, and a tensor used twice
+    in a hidden test), 1 each. The graphs are
     rebuilt here from the seed; any valid order of the right nodes passes."""
     report = report_for(BACKWARD_ORDER)
-    for kind in GRAPH_CASES:
+    for kind in graph_cases(evidence["seed"]):
         record = evidence["cases"][kind]
-        names, parents = graph_structure(build_graph(kind, evidence["seed"]))
+        graph = build_graph(kind, evidence["seed"])
+        names, parents = graph_structure(graph)
         if record["error"]:
             report.add(Item(kind, False, record["error"]))
             continue
@@ -327,6 +330,9 @@ def grade_backward_order(evidence: Evidence) -> Report:
             )
             continue
         problem = order_problem(listed, names, parents)
+        walk = recognised_walk(listed, graph) if problem else None
+        if problem and walk:
+            problem = f"{problem.split(' Likely mistake:')[0]} Likely mistake: {walk}."
         if problem:
             report.add(Item(kind, False, problem))
         else:
