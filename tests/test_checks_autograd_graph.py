@@ -160,6 +160,23 @@ def loss_modifies_X(params, X, y, reg=0.0):
     return two_layer_loss_torch(params, X, y, reg)
 
 
+def loss_X_requires_grad(params, X, y, reg=0.0):
+    X.requires_grad_()
+    return two_layer_loss_torch(params, X, y, reg)
+
+
+def loss_X_copy_requires_grad(params, X, y, reg=0.0):
+    """Correct: the gradient of a copy of X is the learner's own business."""
+    return two_layer_loss_torch(params, X.detach().clone().requires_grad_(), y, reg)
+
+
+def test_X_requires_grad_on_the_callers_tensor_is_named_and_a_copy_is_not():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_X_requires_grad)
+    assert failed(report) == {"inputs unchanged"}
+    assert "requires_grad of the caller's X" in item(report, "inputs unchanged").message
+    assert grade(checks.TWO_LAYER_LOSS_TORCH, loss_X_copy_requires_grad).score == 4.0
+
+
 def test_loss_sum_over_batch_loses_points_and_is_named():
     report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_sum_over_batch)
     assert report.score < 4.0

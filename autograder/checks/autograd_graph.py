@@ -102,6 +102,8 @@ def _run_loss(fn: Any, data: dict[str, np.ndarray], reg: float) -> dict[str, Any
             record["notes"] += bwd.notes
         record["grads"] = {k: freeze(_grad(p)) for k, p in params.items()}
     record["inputs_after"] = {"X": freeze(X), "y": freeze(y), **{k: freeze(p) for k, p in params.items()}}
+    # X.requires_grad_() changes the caller's tensor without changing a value (docs/checks.md item 10)
+    record["X_requires_grad"] = bool(X.requires_grad)
     return record
 
 

@@ -191,9 +191,25 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
             weight=0.5,
         )
     )
-    report.add(inputs_unchanged_item(cases, originals))
+    report.add(_loss_inputs_item(cases, originals))
     add_notes(report, cases.values())
     return report
+
+
+X_REQUIRES_GRAD = (
+    "in case {label}, your code turned on requires_grad of the caller's X: X.requires_grad_() changes "
+    "the tensor it is given, not a copy, and every later use of that X builds a graph. X is data, not a "
+    "parameter: leave it as it is (X.detach().requires_grad_() makes a copy when you want its gradient)"
+)
+
+
+def _loss_inputs_item(cases: dict[str, Any], originals: dict[str, dict[str, np.ndarray]]) -> Item:
+    """Inputs unchanged in value, and X still not requiring grad."""
+    unchanged = inputs_unchanged_item(cases, originals)
+    flagged = [label for label, record in cases.items() if record.get("X_requires_grad")]
+    if not unchanged.passed or not flagged:
+        return unchanged
+    return Item(unchanged.name, False, X_REQUIRES_GRAD.format(label=flagged[0]), unchanged.weight)
 
 
 def graph_structure(result: torch.Tensor) -> tuple[list[str], list[set[int]]]:
