@@ -895,18 +895,22 @@ def grade_fit_legendre(evidence: Evidence) -> Report:
     start = legendre_model_loss(np.array(FIT_INIT), x, y)
     target = _reference_fit_loss(seed)
     went_down = np.isfinite(loss) and loss < start
+    reached = bool(np.isfinite(loss) and loss <= target * (1 + TRAINING.rtol) + TRAINING.atol)
+    ignored_x = not reached and fitted_the_tutorials_x(params, x, y)
+    why_up = (
+        f". {IGNORED_X_LEGENDRE}" if ignored_x else ": it should go down. Is the update p -= lr * p.grad?"
+    )
     report.add(
         Item(
             names[1],
             bool(went_down),
             f"sum of squared errors {loss:.4g}, from {start:.4g} at the start"
-            + ("" if went_down else ": it should go down. Is the update p -= lr * p.grad?"),
+            + ("" if went_down else why_up),
             0.5,
         )
     )
-    reached = bool(np.isfinite(loss) and loss <= target * (1 + TRAINING.rtol) + TRAINING.atol)
     message = f"sum of squared errors {loss:.4g}; the tutorial's loop reaches {target:.4g}"
-    if not reached and fitted_the_tutorials_x(params, x, y):
+    if ignored_x:
         message += f". {IGNORED_X_LEGENDRE}"
     elif not reached:
         message += (
