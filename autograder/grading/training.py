@@ -58,16 +58,17 @@ def loop_difference(
     replays: dict[str, Callable[[], np.ndarray]],
     at_step_zero: str,
 ) -> str:
-    """A sentence naming the first step where ``mine`` parts from ``ref`` (same length, known to differ)
+    """A sentence naming the first step where ``mine`` parts from ``ref`` (same length; "" if none does)
     and, when one fits, the cause: ``replays`` maps a mistake to a function replaying the reference loop
     with that mistake, named only when its curve is the learner's at every step; a curve shifted by one
     is a loss recorded after the update; ``at_step_zero`` lists the candidates when step 0 differs."""
     step = first_difference(mine, ref)
     if step is None:
-        return "your losses are the reference's at every step."
+        return ""
     text = (
         f"Step by step, your losses part from the reference loop's at step {step} (yours {mine[step]:.6g}, "
-        f"the reference's {ref[step]:.6g})" + (f", after {step} equal steps." if step else ", the first.")
+        f"the reference's {ref[step]:.6g})"
+        + (f", after {step} equal step{'s' if step > 1 else ''}." if step else ", the first.")
     )
     if mine.size > 1 and _close(mine[:-1], ref[1:]).all():
         return text + (
