@@ -299,6 +299,44 @@ def softmax_inplace(scores, y):
     return softmax_cross_entropy(scores, y)
 
 
+def softmax_global_max(scores, y):
+    """Mistake: shifted by the batch's one maximum; right while the rows are near each other."""
+    n = scores.shape[0]
+    shifted = scores - scores.max()
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = -np.log(p[np.arange(n), y]).mean()
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+def softmax_one_hot_from_labels(scores, y):
+    """Mistake: a one-hot with y.max() + 1 columns; right while every class is in the batch."""
+    loss, dscores = softmax_cross_entropy(scores, y)
+    p = dscores * scores.shape[0] + np.eye(scores.shape[1])[y]
+    return loss, (p - np.eye(y.max() + 1)[y]) / scores.shape[0]
+
+
+def test_softmax_shifted_by_the_global_maximum_fails_rows_hundreds_apart_and_is_named(capfd):
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_global_max, seed=7)
+    assert failed(report) == {"large logits (|s| ~ 1000)"}
+    assert "batch's one maximum" in item(report, "large logits (|s| ~ 1000)").message
+    apart = checks.softmax_inputs(7)[checks.APART_CASE]["scores"]
+    assert np.all(np.isfinite(np.exp(apart)))  # the naive formula is fine there; only the global shift is not
+    assert (
+        "batch's one maximum" not in grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction).render()
+    )
+    assert capfd.readouterr().err == ""
+
+
+def test_softmax_one_hot_sized_from_the_labels_fails_a_missing_class_and_is_named(capfd):
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_one_hot_from_labels, seed=7)
+    assert "a class absent from y" in failed(report)
+    for name in failed(report) - {"inputs unchanged"}:  # that one was not checked: a case raised
+        assert "sized from the labels" in item(report, name).message
+    assert grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_eye_take_along_axis, seed=7).score == 3.0
+    assert capfd.readouterr().err == ""
+
+
 def test_softmax_without_max_subtraction_fails_large_logits(capfd):
     report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction)
     assert failed(report) == {"large logits (|s| ~ 1000)"}
@@ -1033,7 +1071,7 @@ ONLY_THESE_FAIL = {
     "softmax dscores not divided by N": (
         checks.SOFTMAX_CROSS_ENTROPY,
         (softmax_dscores_not_divided,),
-        {"dscores", "large logits (|s| ~ 1000)"},
+        {"dscores", "large logits (|s| ~ 1000)", "a class absent from y"},
         "dscores",
         "N=4",
     ),

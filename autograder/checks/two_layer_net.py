@@ -154,6 +154,12 @@ def check_tanh(tanh_forward: Any, tanh_backward: Any, *, seed: int = 0) -> float
 #: The main case, N = 1, and large logits. No C = 1 case: one class is no classifier, its loss is
 #: exactly 0, and the accepted log(p + eps) form is then off by eps with no relative tolerance to absorb it.
 SOFTMAX_CASES = ("N=4, C=3", "N=1, C=3", "large logits, N=3, C=4")
+#: Rows whose maxima are hundreds apart (about 600, 0 and -200), each row's scores within 40 of its
+#: maximum: exp of the raw scores stays finite, so only a shift by the batch's global maximum fails
+#: (exp(-800) is 0, and the last row's probabilities are 0 / 0); and labels that leave out the last
+#: class, so a one-hot sized from the labels (y.max() + 1 columns) has too few (docs/checks.md 23, 32).
+APART_CASE, MISSING_CLASS_CASE = "rows hundreds apart, N=3, C=3", "class 3 absent from y, N=5, C=4"
+ROW_MAXIMA = np.array([[600.0], [0.0], [-200.0]])
 
 
 #: Row 1 has its true class 1000 below the row's maximum: its probability underflows to 0, so only
@@ -177,6 +183,11 @@ def softmax_inputs(seed: int) -> dict[str, dict[str, np.ndarray]]:
     rng = np.random.default_rng(case_seed(seed, 2))
     scores = LARGE_LOGITS + rng.uniform(-0.5, 0.5, LARGE_LOGITS.shape)
     cases[large] = {"scores": scores, "y": LARGE_LABELS.copy()}
+    rng = np.random.default_rng(case_seed(seed, 3))
+    cases[APART_CASE] = {"scores": ROW_MAXIMA - rng.uniform(0.0, 40.0, (3, 3)), "y": rng.integers(0, 3, 3)}
+    rng = np.random.default_rng(case_seed(seed, 4))
+    y = np.r_[0, 1, 2, rng.integers(0, 3, 2)].astype(np.int64)
+    cases[MISSING_CLASS_CASE] = {"scores": rng.standard_normal((5, 4)), "y": rng.permutation(y)}
     return cases
 
 

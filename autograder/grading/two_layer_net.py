@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,10 @@ from autograder.checks.core import Check, Evidence, NotAnArray, case_seed
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS
 from autograder.checks.two_layer_net import (
+    APART_CASE,
     EDGE_CASE,
     LARGE_CASE,
+    MISSING_CLASS_CASE,
     NET_C,
     NET_CASES,
     NET_D,
@@ -36,6 +39,7 @@ from autograder.checks.two_layer_net import (
 from autograder.grading import grader, reference, report_for
 from autograder.grading.toolkit import (
     add_notes,
+    broadcast_shapes,
     cases_item,
     elementwise_for_product,
     error_or_verdicts,
@@ -207,6 +211,29 @@ OVERFLOW = Overflow(
 )
 
 
+GLOBAL_MAX = Overflow(
+    "the scores are shifted by the batch's one maximum, not by each row's own: a row whose scores are "
+    "all far below it gets exp(...) = 0 everywhere, and 0 / 0. Subtract each row's maximum, "
+    "scores.max(axis=1, keepdims=True)"
+)
+ONE_HOT_FROM_LABELS = (
+    "a one-hot sized from the labels (y.max() + 1 columns, or np.eye(y.max() + 1)): in a batch where the "
+    "last class does not appear it has too few columns. Size it from the scores, scores.shape[1]"
+)
+_TORCH_SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def one_hot_from_labels(error: str, n_classes: int, y: np.ndarray) -> str | None:
+    """:data:`ONE_HOT_FROM_LABELS` when ``error`` is a broadcast between C = ``n_classes`` columns and
+    exactly the y.max() + 1 < C columns of a one-hot sized from these labels; otherwise None."""
+    from_labels = int(np.max(y)) + 1
+    widths = {shape[-1] for shape in broadcast_shapes(error) if len(shape) == 2}
+    torch_sizes = _TORCH_SIZES.search(error)
+    if torch_sizes:
+        widths = {int(torch_sizes[1]), int(torch_sizes[2])}
+    return ONE_HOT_FROM_LABELS if from_labels < n_classes and widths == {n_classes, from_labels} else None
+
+
 def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """Wrong mean cross-entropies of ``scores``, most specific first: the unstable formulas (only where
     they do blow up), log(p + eps), and softmax over the batch axis (only where it is finite, so that
@@ -217,7 +244,13 @@ def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         shifted = scores - scores.max(axis=1, keepdims=True)
         p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
         p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
-        unstable = {OVERFLOW: -np.mean(np.log(naive[rows, y])), UNDERFLOW: -np.mean(np.log(p[rows, y]))}
+        every = scores - scores.max()
+        p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
+        unstable = {
+            OVERFLOW: -np.mean(np.log(naive[rows, y])),
+            UNDERFLOW: -np.mean(np.log(p[rows, y])),
+            GLOBAL_MAX: -np.mean(np.log(p_global[rows, y])),
+        }
         mistakes: dict[str, Any] = {k: v for k, v in unstable.items() if not np.isfinite(v)}
         for eps in (1e-7, 1e-8, 1e-9, 1e-10, 1e-12, 1e-15):
             mistakes[
@@ -243,7 +276,11 @@ def _softmax_mistakes(
         shifted = scores - scores.max(axis=1, keepdims=True)
         p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
         p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
+        every = scores - scores.max()
+        p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
     dscores: dict[str, Any] = {OVERFLOW: (naive - onehot) / n} if not np.all(np.isfinite(naive)) else {}
+    if not np.all(np.isfinite(p_global)):
+        dscores[GLOBAL_MAX] = (p_global - onehot) / n
     dscores["the one-hot of y is not subtracted (dscores = softmax / N)"] = p / n
     if np.all(np.isfinite(p0)):
         dscores["softmax normalised over the batch (axis 0) instead of over the classes (axis 1)"] = (
@@ -293,22 +330,31 @@ def first_failure(verdicts: list[Verdict]) -> str | None:
 
 @grader(SOFTMAX_CROSS_ENTROPY)
 def grade_softmax_cross_entropy(evidence: Evidence) -> Report:
-    """Grade evidence: loss (1), dscores (1), N = 1 (0.5), large logits (1), inputs unchanged (0.5)."""
+    """Grade evidence: loss (1), dscores (1), N = 1 (0.5), a class absent from y (0.5), large logits and rows
+    hundreds apart (1), inputs unchanged (0.5)."""
     report = report_for(SOFTMAX_CROSS_ENTROPY)
-    seed, cases = evidence["seed"], evidence["cases"]
-    inputs = softmax_inputs(seed)
+    inputs = softmax_inputs(evidence["seed"])
+    cases = {
+        label: explain_errors(
+            {label: evidence["cases"][label]},
+            lambda e, d=data: one_hot_from_labels(e, d["scores"].shape[1], d["y"]),
+        )[label]
+        for label, data in inputs.items()
+    }
     verdicts = {label: _softmax_verdicts(cases[label], data) for label, data in inputs.items()}
     main, single, large = SOFTMAX_CASES
     error = cases[main]["error"]
     for verdict in verdicts[main]:
         report.add(verdict_or_error(verdict.name, verdict, error, 1.0))
     report.add(error_or_verdicts("N = 1", cases[single]["error"], verdicts[single], 0.5))
+    absent = cases[MISSING_CLASS_CASE]["error"]
+    report.add(error_or_verdicts("a class absent from y", absent, verdicts[MISSING_CLASS_CASE], 0.5))
     ordinary_ok = not cases[main]["error"] and all(v.ok for v in verdicts[main] + verdicts[single])
     report.add(
         stability_item(
             "large logits (|s| ~ 1000)",
-            [cases[large]],
-            first_failure(verdicts[large]),
+            [cases[APART_CASE], cases[large]],
+            first_failure(verdicts[APART_CASE] + verdicts[large]),
             LOG_SUM_EXP_HINT if ordinary_ok else "",
             "finite, right loss and dscores with no floating-point warning",
         )
