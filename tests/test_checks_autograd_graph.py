@@ -257,6 +257,35 @@ def loss_weights_as_in_out(params, X, y, reg=0.0):
     return F.cross_entropy(scores, y)
 
 
+def loss_global_max(params, X, y, reg=0.0):
+    """Log-sum-exp shifted by the batch's one maximum: right while the rows' maxima are near."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    shifted = scores - scores.max()
+    log_p = shifted - torch.log(torch.exp(shifted).sum(dim=1, keepdim=True))
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return -log_p[torch.arange(len(y)), y].mean() + penalty
+
+
+def loss_one_hot_from_labels(params, X, y, reg=0.0):
+    """F.one_hot(y) without num_classes: y.max() + 1 columns."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return -(F.log_softmax(scores, dim=1) * F.one_hot(y)).sum(dim=1).mean() + penalty
+
+
+def test_loss_shifted_by_the_global_maximum_fails_large_scores_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_global_max, seed=7)
+    assert failed(report) == {"large scores (|s| ~ 1000)"}
+    assert "batch's one maximum" in item(report, "large scores (|s| ~ 1000)").message
+
+
+def test_loss_with_a_one_hot_sized_from_the_labels_fails_reg_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_one_hot_from_labels, seed=7)
+    assert "reg > 0" in failed(report)
+    for name in failed(report) - {"inputs unchanged"}:  # every case whose labels leave out the last class
+        assert "sized from the labels" in item(report, name).message, item(report, name).message
+
+
 def test_loss_from_log_softmax_by_hand_fails_only_large_scores():
     report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_log_softmax_by_hand)
     assert failed(report) == {"large scores (|s| ~ 1000)"}

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from check_helpers import blank, failed, grade, item, scores_silently, scores_zero_as_blank, solution_cells
 
+from autograder.checks import autograd_graph as checks_03
 from autograder.checks import two_layer_net as checks
 from autograder.checks.core import case_seed
 
@@ -322,9 +323,9 @@ def test_softmax_shifted_by_the_global_maximum_fails_rows_hundreds_apart_and_is_
     assert "batch's one maximum" in item(report, "large logits (|s| ~ 1000)").message
     apart = checks.softmax_inputs(7)[checks.APART_CASE]["scores"]
     assert np.all(np.isfinite(np.exp(apart)))  # the naive formula is fine there; only the global shift is not
-    assert (
-        "batch's one maximum" not in grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction).render()
-    )
+    # no shift at all fails only where a global shift fails too: both are named, as candidates
+    naive = item(grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction), "large logits (|s| ~ 1000)")
+    assert "cannot tell apart" in naive.message and "raw scores overflows" in naive.message
     assert capfd.readouterr().err == ""
 
 
@@ -781,8 +782,38 @@ def test_large_scores_reach_1000_and_underflow_a_true_class():
     data, reg = checks.net_cases(0)[checks.LARGE_CASE]
     scores = _net(data, data["X"])
     assert reg == 0.0 and np.abs(scores).max() > 999
-    gaps = scores.max(axis=1) - scores[np.arange(3), data["y"]]
+    gaps = scores.max(axis=1) - scores[np.arange(4), data["y"]]
     assert gaps.max() > 1500  # exp(-gap) is 0 in float64
+
+
+@pytest.mark.parametrize("seed", [0, 7, 1234567])
+def test_large_scores_put_one_row_far_above_the_others_and_leave_a_class_out_with_reg(seed):
+    for cases in (checks.net_cases(seed), checks_03.loss_cases(seed)):
+        data, _ = cases[checks.LARGE_CASE]
+        maxima = _net(data, data["X"]).max(axis=1)
+        assert maxima.max() - np.sort(maxima)[-2] > 800  # exp(-800) is 0: a global shift underflows
+        data, reg = cases["reg=0.1"]
+        assert reg > 0 and set(data["y"]) == set(range(checks.NET_C - 1))
+
+
+NET_SOFTMAX_MISTAKES = {
+    functools.partial(_net, softmax=softmax_global_max): (
+        {"large scores (|s| ~ 1000)"},
+        "batch's one maximum",
+    ),
+    functools.partial(_net, softmax=softmax_one_hot_from_labels): ({"reg > 0"}, "sized from the labels"),
+}
+
+
+@pytest.mark.parametrize("fn", list(NET_SOFTMAX_MISTAKES), ids=["global max", "one-hot from labels"])
+def test_net_with_a_softmax_right_on_the_old_cases_fails_the_new_ones_named(fn, capfd):
+    failing, phrase = NET_SOFTMAX_MISTAKES[fn]
+    report = grade(checks.TWO_LAYER_NET, fn, seed=7)
+    assert failing <= failed(report)
+    (name,) = failing
+    assert phrase in item(report, name).message, item(report, name).message
+    assert grade(checks.TWO_LAYER_NET, fn).score < 5.0
+    assert capfd.readouterr().err == ""
 
 
 def test_net_taking_log_of_an_underflowing_probability_loses_the_large_score_item(capfd):

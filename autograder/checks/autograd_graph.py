@@ -30,6 +30,7 @@ from autograder.checks.two_layer_net import (
     PARAM_NAMES,
     call_naming_stubs,
     large_score_inputs,
+    leave_out_last_class,
     net_inputs,
 )
 
@@ -71,11 +72,13 @@ LOSS_CASES: tuple[tuple[str, int, float], ...] = (
 
 def loss_cases(seed: int) -> dict[str, tuple[dict[str, np.ndarray], float]]:
     """Every case of the loss check, by label: its inputs and its ``reg``. After the cases above come
-    notebook 02's size-1 edge (D = H = 1) and its scores of ~1000, where -log(softmax) is inf."""
+    notebook 02's size-1 edge (D = H = 1) and its scores of ~1000, where -log(softmax) is inf; the labels
+    of the reg case leave out the last class, as in notebook 02."""
     cases = {
         label: (net_inputs(notebook_case_seed(seed, i), n), reg)
         for i, (label, n, reg) in enumerate(LOSS_CASES)
     }
+    leave_out_last_class(cases[LOSS_CASES[1][0]][0], seed)
     cases[EDGE_CASE] = (net_inputs(notebook_case_seed(seed, len(LOSS_CASES)), EDGE_N, d=1, h=1), 0.0)
     cases[LARGE_CASE] = (large_score_inputs(notebook_case_seed(seed, len(LOSS_CASES) + 1)), 0.0)
     return cases

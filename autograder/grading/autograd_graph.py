@@ -25,7 +25,7 @@ from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS
-from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, PARAM_NAMES
+from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, NET_C, PARAM_NAMES
 from autograder.grading import grader, reference, report_for
 from autograder.grading.graph_walks import recognised_walk
 from autograder.grading.toolkit import (
@@ -40,6 +40,7 @@ from autograder.grading.two_layer_net import (
     WEIGHT_SIZES,
     first_failure,
     net_mistakes,
+    one_hot_from_labels,
     stability_item,
 )
 
@@ -162,9 +163,16 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
     """Grade recorded evidence: loss (1), a 0-d tensor in the graph (0.5), each .grad (0.5 each),
     reg > 0 (1), the size-1 edges N = 1 and D = H = 1 (0.5), large scores (0.5), inputs unchanged (0.5)."""
     report = report_for(TWO_LAYER_LOSS_TORCH)
-    cases = explain_errors(evidence["cases"], _loss_error)
+    inputs = loss_cases(evidence["seed"])
+    cases = {
+        label: explain_errors(
+            {label: evidence["cases"][label]},
+            lambda e, y=data["y"]: _loss_error(e) or one_hot_from_labels(e, NET_C, y),
+        )[label]
+        for label, (data, _) in inputs.items()
+    }
     verdicts, originals = {}, {}
-    for label, (data, reg) in loss_cases(evidence["seed"]).items():
+    for label, (data, reg) in inputs.items():
         originals[label] = {k: data[k] for k in ("X", "y", *PARAM_NAMES)}
         verdicts[label] = _loss_verdicts(cases[label], data, reg)
     (main, _, _), (reg_label, _, _), (single, _, _) = LOSS_CASES

@@ -213,7 +213,7 @@ OVERFLOW = Overflow(
 
 GLOBAL_MAX = Overflow(
     "the scores are shifted by the batch's one maximum, not by each row's own: a row whose scores are "
-    "all far below it gets exp(...) = 0 everywhere, and 0 / 0. Subtract each row's maximum, "
+    "all far below it gets exp(...) = 0 everywhere, and 0 / 0; subtract each row's maximum, "
     "scores.max(axis=1, keepdims=True)"
 )
 ONE_HOT_FROM_LABELS = (
@@ -234,6 +234,38 @@ def one_hot_from_labels(error: str, n_classes: int, y: np.ndarray) -> str | None
     return ONE_HOT_FROM_LABELS if from_labels < n_classes and widths == {n_classes, from_labels} else None
 
 
+GLOBAL_MAX_LOG = Overflow(
+    "the log-sum-exp is shifted by the batch's one maximum, not by each row's own: in a row whose scores "
+    "are all far below it every exp(...) is 0, and log 0 is -inf; subtract each row's maximum, "
+    "scores.max(axis=1, keepdims=True)"
+)
+
+
+def merge_alike(mistakes: dict[str, Any]) -> dict[str, Any]:
+    """``mistakes`` with the :class:`Overflow` ones that blow up in exactly the same way here named
+    together, as candidates: the evidence fits each of them, so naming one would be a guess
+    (docs/checks.md item 28)."""
+    merged: dict[str, Any] = {}
+    for description, value in mistakes.items():
+        twin = next(
+            (
+                k
+                for k, v in merged.items()
+                if isinstance(k, Overflow)
+                and isinstance(description, Overflow)
+                and not np.all(np.isfinite(value))
+                and np.array_equal(np.asarray(v), np.asarray(value), equal_nan=True)
+            ),
+            None,
+        )
+        if twin is None:
+            merged[description] = value
+        else:
+            both = Overflow(f"one of these, which these scores cannot tell apart: {twin}; or {description}")
+            merged = {both if k == twin else k: v for k, v in merged.items()}
+    return merged
+
+
 def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """Wrong mean cross-entropies of ``scores``, most specific first: the unstable formulas (only where
     they do blow up), log(p + eps), and softmax over the batch axis (only where it is finite, so that
@@ -246,11 +278,15 @@ def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
         every = scores - scores.max()
         p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
-        unstable = {
-            OVERFLOW: -np.mean(np.log(naive[rows, y])),
-            UNDERFLOW: -np.mean(np.log(p[rows, y])),
-            GLOBAL_MAX: -np.mean(np.log(p_global[rows, y])),
-        }
+        lse_global = every - np.log(np.exp(every).sum(axis=1, keepdims=True))
+        unstable = merge_alike(
+            {
+                OVERFLOW: -np.mean(np.log(naive[rows, y])),
+                UNDERFLOW: -np.mean(np.log(p[rows, y])),
+                GLOBAL_MAX: -np.mean(np.log(p_global[rows, y])),
+                GLOBAL_MAX_LOG: -np.mean(lse_global[rows, y]),
+            }
+        )
         mistakes: dict[str, Any] = {k: v for k, v in unstable.items() if not np.isfinite(v)}
         for eps in (1e-7, 1e-8, 1e-9, 1e-10, 1e-12, 1e-15):
             mistakes[
@@ -278,9 +314,11 @@ def _softmax_mistakes(
         p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
         every = scores - scores.max()
         p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
-    dscores: dict[str, Any] = {OVERFLOW: (naive - onehot) / n} if not np.all(np.isfinite(naive)) else {}
-    if not np.all(np.isfinite(p_global)):
-        dscores[GLOBAL_MAX] = (p_global - onehot) / n
+    dscores: dict[str, Any] = {
+        k: v
+        for k, v in merge_alike({OVERFLOW: (naive - onehot) / n, GLOBAL_MAX: (p_global - onehot) / n}).items()
+        if not np.all(np.isfinite(v))
+    }
     dscores["the one-hot of y is not subtracted (dscores = softmax / N)"] = p / n
     if np.all(np.isfinite(p0)):
         dscores["softmax normalised over the batch (axis 0) instead of over the classes (axis 1)"] = (
@@ -535,9 +573,15 @@ def grade_two_layer_net(evidence: Evidence) -> Report:
     reg > 0 (1), the size-1 edges N = 1 and D = H = 1 (0.5), large scores (1), inputs and params
     unchanged (0.5)."""
     report = report_for(TWO_LAYER_NET)
-    cases = {label: explain_errors(case, _net_error) for label, case in evidence["cases"].items()}
+    inputs = net_cases(evidence["seed"])
+    cases = {
+        label: explain_errors(
+            evidence["cases"][label], lambda e, y=data["y"]: _net_error(e) or one_hot_from_labels(e, NET_C, y)
+        )
+        for label, (data, _) in inputs.items()
+    }
     verdicts, originals, records = {}, {}, {}
-    for label, (data, reg) in net_cases(evidence["seed"]).items():
+    for label, (data, reg) in inputs.items():
         verdicts[label] = _net_verdicts(cases[label], data, reg)
         for kind, record in cases[label].items():
             records[f"{label} ({kind})"] = record
