@@ -205,9 +205,10 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
 
 
 X_REQUIRES_GRAD = (
-    "in case {label}, your code turned on requires_grad of the caller's X: X.requires_grad_() changes "
-    "the tensor it is given, not a copy, and every later use of that X builds a graph. X is data, not a "
-    "parameter: leave it as it is (X.detach().requires_grad_() makes a copy when you want its gradient)"
+    "in case {label}, your code turned on requires_grad of the caller's X. Likely mistake: "
+    "X.requires_grad_(), which changes the tensor it is given, not a copy, so every later use of that X "
+    "builds a graph. X is data, not a parameter: leave it as it is (X.detach().requires_grad_() makes a "
+    "copy when you want its gradient)"
 )
 
 
