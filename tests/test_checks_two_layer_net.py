@@ -481,6 +481,23 @@ def train_linear_model(X, y, seed=0, lr=1.0, steps=500):
     return params, losses
 
 
+@pytest.mark.parametrize(
+    ("fn", "cause"),
+    [
+        (train_too_few_steps, "Likely mistake: too few steps"),
+        (train_gradient_ascent, "Likely mistake: gradient ascent"),
+    ],
+)
+def test_training_compared_step_by_step_with_the_notebooks_loop_names_the_cause(fn, cause):
+    report = grade(checks.TRAIN_TWO_LAYER_NET, fn, seed=7)
+    assert cause in item(report, "accuracy >= 95%").message
+    if fn is train_gradient_ascent:
+        assert "part from the reference loop's at step 1" in item(report, "accuracy >= 95%").message
+    # a loop from another start is not compared step by step: it is the learner's right
+    other = grade(checks.TRAIN_TWO_LAYER_NET, train_linear_model, seed=7)
+    assert "step by step" not in other.render() and "Step by step" not in other.render()
+
+
 def train_returns_tuple_params(X, y, seed=0):
     params, losses = train_two_layer_net(X, y, seed=seed)
     return tuple(params.values()), losses

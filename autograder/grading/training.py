@@ -80,3 +80,51 @@ def loop_difference(
         if replayed.shape == mine.shape and _close(mine, replayed).all():
             return f"{text} Likely mistake: {mistake}."
     return f"{text} {at_step_zero}" if step == 0 else text
+
+
+#: The loop ``train_two_layer_net``'s docstring and notebook 02 describe: its start and its defaults.
+NET_LR, NET_REG = 1.0, 1e-3
+
+
+def replay_two_layer_net(
+    X: np.ndarray, y: np.ndarray, seed: int, hidden: int, steps: int, lr: float
+) -> np.ndarray:
+    """The losses of notebook 02's loop: weights drawn from ``default_rng(seed)`` at the notebook's scale,
+    zero biases, ``steps`` full-batch updates ``p -= lr * grad`` of the loss with reg = 1e-3."""
+    rng = np.random.default_rng(seed)
+    d, c = X.shape[1], int(y.max()) + 1
+    params = {
+        "W1": rng.standard_normal((hidden, d)) * np.sqrt(2.0 / d),
+        "b1": np.zeros(hidden),
+        "W2": rng.standard_normal((c, hidden)) * np.sqrt(1.0 / hidden),
+        "b2": np.zeros(c),
+    }
+    losses = []
+    for _ in range(steps):
+        out = reference.two_layer_net(params, X, y, reg=NET_REG)
+        losses.append(float(out["loss"]))
+        params = {k: v - lr * out[f"d{k}"] for k, v in params.items()}
+    return np.array(losses)
+
+
+def two_layer_training_hint(hidden: int, losses: Any, X: np.ndarray, y: np.ndarray, seed: int) -> str | None:
+    """What the learner's loss curve says, step by step against notebook 02's loop from the notebook's
+    own start, about a network that did not learn the spiral; None where it started elsewhere (another
+    initialisation is the learner's right: then the curves say nothing step by step)."""
+    if not (isinstance(losses, np.ndarray) and losses.ndim == 1 and 0 < losses.size <= 5000):
+        return None
+    ref = replay_two_layer_net(X, y, seed, hidden, losses.size, NET_LR)
+    if not _close(losses[:1], ref[:1]).all():
+        return None
+    if _close(losses, ref).all():
+        return (
+            f". Likely mistake: too few steps. Your {losses.size} losses are exactly those of the "
+            f"notebook's loop (lr = {NET_LR:g}, reg = {NET_REG:g}, {hidden} hidden units), step by step: it "
+            "is right, and needs more steps (the docstring's 500) to learn the spiral."
+        )
+    ascent = {
+        "gradient ascent, p += lr * grad: the update climbs the loss; make it a descent, p -= lr * grad": (
+            lambda: replay_two_layer_net(X, y, seed, hidden, losses.size, -NET_LR)
+        )
+    }
+    return ". " + loop_difference(losses, ref, ascent, "")

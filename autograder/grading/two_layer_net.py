@@ -48,6 +48,7 @@ from autograder.grading.toolkit import (
     product_sizes,
     verdict_or_error,
 )
+from autograder.grading.training import two_layer_training_hint
 
 #: Training accuracy for full credit and for partial credit. A two-layer ReLU network with ~100 hidden
 #: units reaches 97-99% on the spiral within a few hundred full-batch steps; a linear classifier stays
@@ -694,14 +695,15 @@ def grade_train_two_layer_net(evidence: Evidence) -> Report:
             f"training accuracy {accuracy:.1%} ({correct} of {y.size} points of a spiral drawn with seed "
             f"{case_seed(evidence['seed'], 1)}, measured by the course's forward pass on your params)"
         )
+        hint = None
+        if accuracy < ACCURACY_FULL:
+            hint = _start_hint(params, evidence["losses"], n_classes, accuracy)
+            hint = hint or two_layer_training_hint(
+                params["W1"].shape[0], evidence["losses"], X, y, evidence["seed"]
+            )
+            hint = hint or _accuracy_hint(accuracy)
         for name, target in ((partial, ACCURACY_PARTIAL), (full, ACCURACY_FULL)):
-            if accuracy >= target:
-                report.add(Item(name, True, text))
-            else:
-                hint = _start_hint(params, evidence["losses"], n_classes, accuracy) or _accuracy_hint(
-                    accuracy
-                )
-                report.add(Item(name, False, text + hint))
+            report.add(Item(name, accuracy >= target, text if accuracy >= target else text + (hint or "")))
     if evidence["seconds"] > TRAINING_SLOW_SECONDS:
         report.notes.append(
             f"training took {evidence['seconds']:.1f} s; keep it under a few seconds "
