@@ -28,6 +28,7 @@ from autograder.checks.tolerances import LOSS
 from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, NET_C, PARAM_NAMES
 from autograder.grading import grader, reference, report_for
 from autograder.grading.graph_walks import recognised_walk
+from autograder.grading.softmax_mistakes import one_hot_from_labels
 from autograder.grading.toolkit import (
     add_notes,
     error_or_verdicts,
@@ -40,7 +41,6 @@ from autograder.grading.two_layer_net import (
     WEIGHT_SIZES,
     first_failure,
     net_mistakes,
-    one_hot_from_labels,
     stability_item,
 )
 
