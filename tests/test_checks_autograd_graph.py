@@ -160,6 +160,23 @@ def loss_modifies_X(params, X, y, reg=0.0):
     return two_layer_loss_torch(params, X, y, reg)
 
 
+def loss_X_requires_grad(params, X, y, reg=0.0):
+    X.requires_grad_()
+    return two_layer_loss_torch(params, X, y, reg)
+
+
+def loss_X_copy_requires_grad(params, X, y, reg=0.0):
+    """Correct: the gradient of a copy of X is the learner's own business."""
+    return two_layer_loss_torch(params, X.detach().clone().requires_grad_(), y, reg)
+
+
+def test_X_requires_grad_on_the_callers_tensor_is_named_and_a_copy_is_not():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_X_requires_grad)
+    assert failed(report) == {"inputs unchanged"}
+    assert "requires_grad of the caller's X" in item(report, "inputs unchanged").message
+    assert grade(checks.TWO_LAYER_LOSS_TORCH, loss_X_copy_requires_grad).score == 4.0
+
+
 def test_loss_sum_over_batch_loses_points_and_is_named():
     report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_sum_over_batch)
     assert report.score < 4.0
@@ -238,6 +255,35 @@ def loss_squeezes_hidden(params, X, y, reg=0.0):
 def loss_weights_as_in_out(params, X, y, reg=0.0):
     scores = torch.relu(X @ params["W1"] + params["b1"]) @ params["W2"] + params["b2"]
     return F.cross_entropy(scores, y)
+
+
+def loss_global_max(params, X, y, reg=0.0):
+    """Log-sum-exp shifted by the batch's one maximum: right while the rows' maxima are near."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    shifted = scores - scores.max()
+    log_p = shifted - torch.log(torch.exp(shifted).sum(dim=1, keepdim=True))
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return -log_p[torch.arange(len(y)), y].mean() + penalty
+
+
+def loss_one_hot_from_labels(params, X, y, reg=0.0):
+    """F.one_hot(y) without num_classes: y.max() + 1 columns."""
+    scores = torch.relu(X @ params["W1"].T + params["b1"]) @ params["W2"].T + params["b2"]
+    penalty = 0.5 * reg * ((params["W1"] ** 2).sum() + (params["W2"] ** 2).sum())
+    return -(F.log_softmax(scores, dim=1) * F.one_hot(y)).sum(dim=1).mean() + penalty
+
+
+def test_loss_shifted_by_the_global_maximum_fails_large_scores_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_global_max, seed=7)
+    assert failed(report) == {"large scores (|s| ~ 1000)"}
+    assert "batch's one maximum" in item(report, "large scores (|s| ~ 1000)").message
+
+
+def test_loss_with_a_one_hot_sized_from_the_labels_fails_reg_named():
+    report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_one_hot_from_labels, seed=7)
+    assert "reg > 0" in failed(report)
+    for name in failed(report) - {"inputs unchanged"}:  # every case whose labels leave out the last class
+        assert "sized from the labels" in item(report, name).message, item(report, name).message
 
 
 def test_loss_from_log_softmax_by_hand_fails_only_large_scores():
@@ -391,6 +437,90 @@ def test_wrong_orders_lose_points_with_a_reason(fn, capfd):
 def test_preorder_passes_the_chain_only():
     report = grade(checks.BACKWARD_ORDER, order_preorder)
     assert failed(report) == {"diamond", "two-layer net"}
+
+
+def order_kahn_counts_links_releases_children(result):
+    """Kahn's algorithm, as Hint 3 puts it, but the release walks a set of children: right on the
+    notebook's diamond, where no node has the same child twice; a * a never reaches zero."""
+    waiting, stack, seen = {}, [result.grad_fn], {result.grad_fn}
+    while stack:
+        node = stack.pop()
+        for child, _ in node.next_functions:
+            if child is not None:
+                waiting[child] = waiting.get(child, 0) + 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    order, ready = [], [result.grad_fn]
+    while ready:
+        node = ready.pop(0)
+        order.append(type(node).__name__)
+        for child in {c for c, _ in node.next_functions if c is not None}:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    return order
+
+
+def order_marked_when_pushed(result):
+    """Hint 2's depth-first finish order without recursion, a node marked visited when pushed."""
+    stack, seen, finished = [(result.grad_fn, False)], {result.grad_fn}, []
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            finished.append(type(node).__name__)
+            continue
+        stack.append((node, True))
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append((child, False))
+    return finished[::-1]
+
+
+def order_marked_when_expanded(result):
+    """The same stack, a node marked when it is expanded: correct."""
+    stack, seen, finished = [(result.grad_fn, False)], set(), []
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            finished.append(type(node).__name__)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c, _ in node.next_functions if c is not None and c not in seen)
+    return finished[::-1]
+
+
+REPEATED_USE = {
+    order_kahn_counts_links_releases_children: "released once per distinct child",
+    order_marked_when_pushed: "marked visited when it is pushed",
+}
+
+
+@pytest.mark.parametrize("fn", list(REPEATED_USE), ids=lambda f: f.__name__)
+def test_walks_right_on_the_diamond_fail_a_tensor_used_twice_and_are_named(fn, capfd):
+    assert grade(checks.BACKWARD_ORDER, fn).score == 3.0  # the visible call's three graphs
+    report = grade(checks.BACKWARD_ORDER, fn, seed=7)
+    assert failed(report) == {checks.REPEATED_CASE}
+    assert REPEATED_USE[fn] in item(report, checks.REPEATED_CASE).message
+    assert "first reached" not in item(report, checks.REPEATED_CASE).message
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("seed", [3, 7, 11])
+def test_the_repeated_use_graph_uses_a_node_twice_and_accepts_every_valid_walk(seed):
+    graph = checks.build_graph(checks.REPEATED_CASE, seed)
+    square = graph.grad_fn.next_functions[0][0].next_functions[0][0]
+    assert square.next_functions[0][0] is square.next_functions[1][0]  # a * a
+    assert checks.graph_cases(0) == checks.GRAPH_CASES and checks.REPEATED_CASE in checks.graph_cases(seed)
+    for fn in (backward_order, backward_order_kahn, order_marked_when_expanded):
+        assert grade(checks.BACKWARD_ORDER, fn, seed=seed).score == 3.0, fn.__name__
+
+
+def test_the_preorder_is_not_blamed_on_a_stack_marked_when_pushed():
+    report = grade(checks.BACKWARD_ORDER, order_preorder, seed=7)
+    assert "first reached" in item(report, "diamond").message
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from torch import nn
 from autograder.checks import custom_functions as checks
 from autograder.checks import jacobian_layers
 from autograder.grading.toolkit import backward_returns, step_error
+from backprop_utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
 # Reference answers: the course's own solutions, run once; the wrong answers below are hand-written
@@ -691,6 +692,47 @@ def test_train_spiral_mistakes() -> None:
 
     report = grade(checks.TRAIN_SPIRAL, train_spiral, LinearRandn)
     assert "part at step 0" in item(report, "same as nn.Linear").message
+
+
+def train_spiral_no_zero_grad(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    """Mistake: the recipe without optimizer.zero_grad(); both runs make it, so they agree."""
+    X, y = (torch.tensor(a) for a in make_spiral(seed=seed))
+    torch.manual_seed(seed)
+    model = nn.Sequential(linear_cls(2, hidden), nn.ReLU(), linear_cls(hidden, 3)).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(X), y)
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+    return losses
+
+
+def train_spiral_loss_after_step(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    """Mistake: the loss recorded after the update (one step more run, the first loss dropped)."""
+    return train_spiral(linear_cls, seed, steps + 1, hidden, lr)[1:]
+
+
+SPIRAL_LOOPS = {
+    train_spiral_no_zero_grad: ("step 2", "never zeroed"),
+    train_spiral_loss_after_step: ("step 0", "recorded after the update"),
+    train_spiral_seeded_late: ("step 0", "manual_seed(seed) called after the layers"),
+    train_spiral_own_lr: ("step 1", "learning rate of 0.1"),
+}
+
+
+@pytest.mark.parametrize("fn", list(SPIRAL_LOOPS), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("seed", [0, 7])
+def test_train_spiral_names_the_first_step_that_differs_and_a_cause_that_fits(fn, seed) -> None:
+    report = grade(checks.TRAIN_SPIRAL, fn, Linear, seed=seed)
+    assert failed(report) == {"follows the recipe"}
+    message = item(report, "follows the recipe").message
+    step, cause = SPIRAL_LOOPS[fn]
+    assert f"part from the reference loop's at {step}" in message and cause in message, message
+    assert "Follow the docstring" not in message
+    others = {c for f, (_, c) in SPIRAL_LOOPS.items() if f is not fn}
+    assert not any(c in message for c in others), message
 
 
 def test_checks_do_not_disturb_the_global_torch_seed() -> None:

@@ -20,6 +20,7 @@ from autograder.checks import (
     check_mse_loss,
     check_numerical_gradient,
 )
+from autograder.checks import linear_layer as checks_linear
 from autograder.checks.evidence import NotAnArray
 from autograder.checks.linear_layer import (
     FIT_CUBIC_POINTS,
@@ -593,6 +594,30 @@ def test_fit_cubic_survives_divergence(capfd: pytest.CaptureFixture) -> None:
     report = grade(CHECKS["fit_cubic"], make_fit(sign=-1.0))
     assert {"loss curve", "beats the constant predictor", "converged", "shifted curve"} <= failed(report)
     assert "W -= lr * dW" in item(report, "converged").message
+
+
+def fit_cubic_on_the_notebooks_x(x, y, lr=0.5, steps=1000):
+    """Ignores x and rebuilds the notebook's points: right on the visible call's data only."""
+    return fit_cubic(np.linspace(-1.0, 1.0, len(y)), y, lr, steps)
+
+
+def test_fit_cubic_hidden_data_has_other_points_in_another_order() -> None:
+    visible, hidden = checks_linear.fit_data(0)["sine"][0], checks_linear.fit_data(7)["sine"][0]
+    assert np.array_equal(visible, np.linspace(-1.0, 1.0, visible.size))
+    assert hidden.shape == visible.shape and not np.allclose(hidden, visible, atol=0.05)
+    assert not np.array_equal(checks_linear.fit_data(7)["sine"][0], checks_linear.fit_data(8)["sine"][0])
+
+
+def test_fit_cubic_that_ignores_x_passes_the_visible_call_and_fails_a_hidden_one_named() -> None:
+    assert grade(CHECKS["fit_cubic"], fit_cubic_on_the_notebooks_x).score == FIT_CUBIC_POINTS
+    report = grade(CHECKS["fit_cubic"], fit_cubic_on_the_notebooks_x, seed=7)
+    assert "converged" in failed(report)
+    for name in failed(report):
+        assert "ignores its x argument" in item(report, name).message
+        assert "initial parameters" not in item(report, name).message
+    # the other mistakes of fit_cubic are not blamed on x
+    for fn in (make_fit(return_initial=True), make_fit(lr=0.5, steps=30), make_fit(sign=-1.0)):
+        assert all("ignores its x" not in i.message for i in grade(CHECKS["fit_cubic"], fn, seed=7).items)
 
 
 def test_fit_cubic_rejects_a_bias_that_never_learns() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from check_helpers import blank, failed, grade, item, scores_silently, scores_zero_as_blank, solution_cells
 
+from autograder.checks import autograd_graph as checks_03
 from autograder.checks import two_layer_net as checks
 from autograder.checks.core import case_seed
 
@@ -299,6 +300,44 @@ def softmax_inplace(scores, y):
     return softmax_cross_entropy(scores, y)
 
 
+def softmax_global_max(scores, y):
+    """Mistake: shifted by the batch's one maximum; right while the rows are near each other."""
+    n = scores.shape[0]
+    shifted = scores - scores.max()
+    p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = -np.log(p[np.arange(n), y]).mean()
+    p[np.arange(n), y] -= 1.0
+    return loss, p / n
+
+
+def softmax_one_hot_from_labels(scores, y):
+    """Mistake: a one-hot with y.max() + 1 columns; right while every class is in the batch."""
+    loss, dscores = softmax_cross_entropy(scores, y)
+    p = dscores * scores.shape[0] + np.eye(scores.shape[1])[y]
+    return loss, (p - np.eye(y.max() + 1)[y]) / scores.shape[0]
+
+
+def test_softmax_shifted_by_the_global_maximum_fails_rows_hundreds_apart_and_is_named(capfd):
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_global_max, seed=7)
+    assert failed(report) == {"large logits (|s| ~ 1000)"}
+    assert "batch's one maximum" in item(report, "large logits (|s| ~ 1000)").message
+    apart = checks.softmax_inputs(7)[checks.APART_CASE]["scores"]
+    assert np.all(np.isfinite(np.exp(apart)))  # the naive formula is fine there; only the global shift is not
+    # no shift at all fails only where a global shift fails too: both are named, as candidates
+    naive = item(grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction), "large logits (|s| ~ 1000)")
+    assert "cannot tell apart" in naive.message and "raw scores overflows" in naive.message
+    assert capfd.readouterr().err == ""
+
+
+def test_softmax_one_hot_sized_from_the_labels_fails_a_missing_class_and_is_named(capfd):
+    report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_one_hot_from_labels, seed=7)
+    assert "a class absent from y" in failed(report)
+    for name in failed(report) - {"inputs unchanged"}:  # that one was not checked: a case raised
+        assert "sized from the labels" in item(report, name).message
+    assert grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_eye_take_along_axis, seed=7).score == 3.0
+    assert capfd.readouterr().err == ""
+
+
 def test_softmax_without_max_subtraction_fails_large_logits(capfd):
     report = grade(checks.SOFTMAX_CROSS_ENTROPY, softmax_no_max_subtraction)
     assert failed(report) == {"large logits (|s| ~ 1000)"}
@@ -440,6 +479,23 @@ def train_linear_model(X, y, seed=0, lr=1.0, steps=500):
         "b2": b,
     }
     return params, losses
+
+
+@pytest.mark.parametrize(
+    ("fn", "cause"),
+    [
+        (train_too_few_steps, "Likely mistake: too few steps"),
+        (train_gradient_ascent, "Likely mistake: gradient ascent"),
+    ],
+)
+def test_training_compared_step_by_step_with_the_notebooks_loop_names_the_cause(fn, cause):
+    report = grade(checks.TRAIN_TWO_LAYER_NET, fn, seed=7)
+    assert cause in item(report, "accuracy >= 95%").message
+    if fn is train_gradient_ascent:
+        assert "part from the reference loop's at step 1" in item(report, "accuracy >= 95%").message
+    # a loop from another start is not compared step by step: it is the learner's right
+    other = grade(checks.TRAIN_TWO_LAYER_NET, train_linear_model, seed=7)
+    assert "step by step" not in other.render() and "Step by step" not in other.render()
 
 
 def train_returns_tuple_params(X, y, seed=0):
@@ -743,8 +799,38 @@ def test_large_scores_reach_1000_and_underflow_a_true_class():
     data, reg = checks.net_cases(0)[checks.LARGE_CASE]
     scores = _net(data, data["X"])
     assert reg == 0.0 and np.abs(scores).max() > 999
-    gaps = scores.max(axis=1) - scores[np.arange(3), data["y"]]
+    gaps = scores.max(axis=1) - scores[np.arange(4), data["y"]]
     assert gaps.max() > 1500  # exp(-gap) is 0 in float64
+
+
+@pytest.mark.parametrize("seed", [0, 7, 1234567])
+def test_large_scores_put_one_row_far_above_the_others_and_leave_a_class_out_with_reg(seed):
+    for cases in (checks.net_cases(seed), checks_03.loss_cases(seed)):
+        data, _ = cases[checks.LARGE_CASE]
+        maxima = _net(data, data["X"]).max(axis=1)
+        assert maxima.max() - np.sort(maxima)[-2] > 800  # exp(-800) is 0: a global shift underflows
+        data, reg = cases["reg=0.1"]
+        assert reg > 0 and set(data["y"]) == set(range(checks.NET_C - 1))
+
+
+NET_SOFTMAX_MISTAKES = {
+    functools.partial(_net, softmax=softmax_global_max): (
+        {"large scores (|s| ~ 1000)"},
+        "batch's one maximum",
+    ),
+    functools.partial(_net, softmax=softmax_one_hot_from_labels): ({"reg > 0"}, "sized from the labels"),
+}
+
+
+@pytest.mark.parametrize("fn", list(NET_SOFTMAX_MISTAKES), ids=["global max", "one-hot from labels"])
+def test_net_with_a_softmax_right_on_the_old_cases_fails_the_new_ones_named(fn, capfd):
+    failing, phrase = NET_SOFTMAX_MISTAKES[fn]
+    report = grade(checks.TWO_LAYER_NET, fn, seed=7)
+    assert failing <= failed(report)
+    (name,) = failing
+    assert phrase in item(report, name).message, item(report, name).message
+    assert grade(checks.TWO_LAYER_NET, fn).score < 5.0
+    assert capfd.readouterr().err == ""
 
 
 def test_net_taking_log_of_an_underflowing_probability_loses_the_large_score_item(capfd):
@@ -1033,7 +1119,7 @@ ONLY_THESE_FAIL = {
     "softmax dscores not divided by N": (
         checks.SOFTMAX_CROSS_ENTROPY,
         (softmax_dscores_not_divided,),
-        {"dscores", "large logits (|s| ~ 1000)"},
+        {"dscores", "large logits (|s| ~ 1000)", "a class absent from y"},
         "dscores",
         "N=4",
     ),

@@ -30,6 +30,7 @@ from autograder.checks.two_layer_net import (
     PARAM_NAMES,
     call_naming_stubs,
     large_score_inputs,
+    leave_out_last_class,
     net_inputs,
 )
 
@@ -71,11 +72,13 @@ LOSS_CASES: tuple[tuple[str, int, float], ...] = (
 
 def loss_cases(seed: int) -> dict[str, tuple[dict[str, np.ndarray], float]]:
     """Every case of the loss check, by label: its inputs and its ``reg``. After the cases above come
-    notebook 02's size-1 edge (D = H = 1) and its scores of ~1000, where -log(softmax) is inf."""
+    notebook 02's size-1 edge (D = H = 1) and its scores of ~1000, where -log(softmax) is inf; the labels
+    of the reg case leave out the last class, as in notebook 02."""
     cases = {
         label: (net_inputs(notebook_case_seed(seed, i), n), reg)
         for i, (label, n, reg) in enumerate(LOSS_CASES)
     }
+    leave_out_last_class(cases[LOSS_CASES[1][0]][0], seed)
     cases[EDGE_CASE] = (net_inputs(notebook_case_seed(seed, len(LOSS_CASES)), EDGE_N, d=1, h=1), 0.0)
     cases[LARGE_CASE] = (large_score_inputs(notebook_case_seed(seed, len(LOSS_CASES) + 1)), 0.0)
     return cases
@@ -102,6 +105,8 @@ def _run_loss(fn: Any, data: dict[str, np.ndarray], reg: float) -> dict[str, Any
             record["notes"] += bwd.notes
         record["grads"] = {k: freeze(_grad(p)) for k, p in params.items()}
     record["inputs_after"] = {"X": freeze(X), "y": freeze(y), **{k: freeze(p) for k, p in params.items()}}
+    # X.requires_grad_() changes the caller's tensor without changing a value (docs/checks.md item 10)
+    record["X_requires_grad"] = bool(X.requires_grad)
     return record
 
 
@@ -138,6 +143,18 @@ UNARY_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 GRAPH_CASES = ("chain", "diamond", "two-layer net")
+#: A hidden test's fourth graph (docs/checks.md item 32): one tensor used twice by one node (``a * a``)
+#: and a sum whose first operand is the shared tensor (``b + op2(b) * op3(b)``). A walk that counts
+#: parents per link but releases them per distinct child, or a stack that marks a node visited when it
+#: is pushed, gives a valid order on the other three graphs and not on this one.
+REPEATED_CASE = "a tensor used twice"
+
+
+def graph_cases(seed: int) -> tuple[str, ...]:
+    """The graphs of a run: the visible call's three, and for any other seed the repeated-use graph too."""
+    return GRAPH_CASES if seed == 0 else (*GRAPH_CASES, REPEATED_CASE)
+
+
 #: The hidden activations of a hidden test's two-layer net (the visible call's is ReLU).
 HIDDEN_ACTIVATIONS = ("tanh", "sigmoid")
 
@@ -154,23 +171,28 @@ def build_graph(kind: str, seed: int) -> torch.Tensor:
     * chain: ``op3(op2(op1(0.5 * x))).sum()``, a single path from the output to one leaf;
     * diamond: ``a = op1(x @ w)`` feeds three nodes, ``(op2(a) * op3(a) + a).sum()``, so a's node must
       wait for gradient from all three, and op2/op3 may run in either order;
+    * a tensor used twice (hidden seeds only): ``a = op1(x @ w)``, ``b = a * a``,
+      ``(b + op2(b) * op3(b)).sum()``;
     * two-layer net: notebook 02's loss with L2 (``reg = 0.1``): W1 and W2 are used twice (in the
       affine layers and in the penalty), X and y do not require grad. Its hidden activation is ReLU for
       the visible seed 0 and one of :data:`HIDDEN_ACTIVATIONS`, drawn, for any other: an order
       recorded for another seed's graph names nodes this one does not have.
     """
-    index = GRAPH_CASES.index(kind)
+    index = (*GRAPH_CASES, REPEATED_CASE).index(kind)
     rng = np.random.default_rng(notebook_case_seed(seed, 10 + index))
     if kind == "chain":
         x = torch.tensor(rng.standard_normal((4, 3)), requires_grad=True)
         op1, op2, op3 = _ops(seed, 10 + index, 3)
         return op3(op2(op1(0.5 * x))).sum()
-    if kind == "diamond":
+    if kind in ("diamond", REPEATED_CASE):
         x = torch.tensor(rng.standard_normal((4, 3)))
         w = torch.tensor(rng.standard_normal((3, 5)), requires_grad=True)
         op1, op2, op3 = _ops(seed, 10 + index, 3)
         a = op1(x @ w)
-        return (op2(a) * op3(a) + a).sum()
+        if kind == "diamond":
+            return (op2(a) * op3(a) + a).sum()
+        b = a * a
+        return (b + op2(b) * op3(b)).sum()
     data = net_inputs(notebook_case_seed(seed, 10 + index), 5)
     p = {k: torch.tensor(data[k], requires_grad=True) for k in PARAM_NAMES}
     X, y = torch.tensor(data["X"]), torch.tensor(data["y"])
@@ -182,7 +204,7 @@ def build_graph(kind: str, seed: int) -> torch.Tensor:
 def collect_backward_order(backward_order: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``backward_order`` on each graph and record the list of names it returns."""
     cases = {}
-    for kind in GRAPH_CASES:
+    for kind in graph_cases(seed):
         outcome = call(backward_order, build_graph(kind, seed), name="backward_order")
         record: dict[str, Any] = {"error": outcome.error, "notes": outcome.notes, "names": None}
         result = outcome.result
@@ -204,7 +226,8 @@ BACKWARD_ORDER = register(
 
 
 def check_backward_order(backward_order: Any, *, seed: int = 0) -> float:
-    """Grade ``backward_order`` on three graphs built from the seed; any valid order passes; return points."""
+    """Grade ``backward_order`` on three graphs (four in a hidden test) built from the seed; any valid order
+    passes; return points."""
     return run_check(BACKWARD_ORDER, backward_order, seed=seed)
 
 

@@ -154,6 +154,12 @@ def check_tanh(tanh_forward: Any, tanh_backward: Any, *, seed: int = 0) -> float
 #: The main case, N = 1, and large logits. No C = 1 case: one class is no classifier, its loss is
 #: exactly 0, and the accepted log(p + eps) form is then off by eps with no relative tolerance to absorb it.
 SOFTMAX_CASES = ("N=4, C=3", "N=1, C=3", "large logits, N=3, C=4")
+#: Rows whose maxima are hundreds apart (about 600, 0 and -200), each row's scores within 40 of its
+#: maximum: exp of the raw scores stays finite, so only a shift by the batch's global maximum fails
+#: (exp(-800) is 0, and the last row's probabilities are 0 / 0); and labels that leave out the last
+#: class, so a one-hot sized from the labels (y.max() + 1 columns) has too few (docs/checks.md 23, 32).
+APART_CASE, MISSING_CLASS_CASE = "rows hundreds apart, N=3, C=3", "class 3 absent from y, N=5, C=4"
+ROW_MAXIMA = np.array([[600.0], [0.0], [-200.0]])
 
 
 #: Row 1 has its true class 1000 below the row's maximum: its probability underflows to 0, so only
@@ -177,6 +183,11 @@ def softmax_inputs(seed: int) -> dict[str, dict[str, np.ndarray]]:
     rng = np.random.default_rng(case_seed(seed, 2))
     scores = LARGE_LOGITS + rng.uniform(-0.5, 0.5, LARGE_LOGITS.shape)
     cases[large] = {"scores": scores, "y": LARGE_LABELS.copy()}
+    rng = np.random.default_rng(case_seed(seed, 3))
+    cases[APART_CASE] = {"scores": ROW_MAXIMA - rng.uniform(0.0, 40.0, (3, 3)), "y": rng.integers(0, 3, 3)}
+    rng = np.random.default_rng(case_seed(seed, 4))
+    y = np.r_[0, 1, 2, rng.integers(0, 3, 2)].astype(np.int64)
+    cases[MISSING_CLASS_CASE] = {"scores": rng.standard_normal((5, 4)), "y": rng.permutation(y)}
     return cases
 
 
@@ -226,7 +237,8 @@ NET_D, NET_H, NET_C = 4, 6, 3
 EDGE_CASE, EDGE_N = "D=1, H=1", 4
 
 #: A network whose scores are about 1000 apart (the output biases are +1000, 0 and -1000): each class
-#: is the true one of one sample, so one true class sits ~1000 and one ~2000 below its row's maximum.
+#: is the true one of one sample, so one true class sits ~1000 and one ~2000 below its row's maximum;
+#: a fourth sample's scores rise ~1000 above the others' (see :func:`large_score_inputs`).
 #: Its probability underflows to 0: only a log-sum-exp softmax (the notebook's stable
 #: ``softmax_cross_entropy``, which the network reuses) gives the loss (~1000); exp of the raw scores
 #: overflows.
@@ -255,18 +267,42 @@ def net_inputs(seed: int, n: int, d: int = NET_D, h: int = NET_H) -> dict[str, n
     }
 
 
+#: How far above the other rows' maxima the scaled sample of :data:`LARGE_CASE` puts its own maximum.
+ROW_APART = 1000.0
+
+
 def large_score_inputs(seed: int) -> dict[str, np.ndarray]:
-    """The inputs of :data:`LARGE_CASE`: N = C = 3, output biases a permutation of +-1000 and 0."""
-    data = net_inputs(seed, NET_C)
+    """The inputs of :data:`LARGE_CASE`: N = C + 1 = 4, output biases a permutation of +-1000 and 0,
+    each class the true one of a sample; and a fourth sample, a copy of one of the others scaled so
+    that its largest score is about :data:`ROW_APART` above every other row's maximum: a softmax shifted
+    by the batch's one maximum gets exp(...) = 0 in every other row (docs/checks.md item 23)."""
+    data = net_inputs(seed, NET_C + 1)
     rng = np.random.default_rng([seed, 1])
     data["b2"] = data["b2"] + LARGE_SCORE * rng.permutation(np.arange(1, 1 - NET_C, -1.0))
-    data["y"] = rng.permutation(NET_C).astype(np.int64)
+    data["y"] = np.r_[rng.permutation(NET_C), rng.integers(NET_C)].astype(np.int64)
+    # the direction of the scaled sample: the first (row, sign) whose hidden layer raises some score
+    for row, sign in ((r, s) for r in range(NET_C) for s in (1.0, -1.0)):
+        x = sign * data["X"][row]
+        rise = (data["W2"] @ np.maximum(data["W1"] @ x, 0.0)).max()
+        if rise > 0.1:
+            data["X"][NET_C] = x * (2 * LARGE_SCORE + ROW_APART) / rise
+            break
+    return data
+
+
+def leave_out_last_class(data: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """``data`` with labels 0 to C - 2, each present, and no C - 1: a one-hot sized from the labels
+    (y.max() + 1 columns) has a column too few (docs/checks.md item 32)."""
+    n = data["y"].size
+    data["y"] = np.random.default_rng([seed, 2]).permutation(np.arange(n) % (NET_C - 1)).astype(np.int64)
     return data
 
 
 def net_cases(seed: int) -> dict[str, tuple[dict[str, np.ndarray], float]]:
-    """Every case of the network check, by label: its inputs and its ``reg``."""
+    """Every case of the network check, by label: its inputs and its ``reg``; the labels of the reg case
+    leave out the last class."""
     cases = {label: (net_inputs(case_seed(seed, i), n), reg) for i, (label, n, reg) in enumerate(NET_CASES)}
+    leave_out_last_class(cases[NET_CASES[1][0]][0], seed)
     cases[EDGE_CASE] = (net_inputs(case_seed(seed, len(NET_CASES)), EDGE_N, d=1, h=1), 0.0)
     cases[LARGE_CASE] = (large_score_inputs(case_seed(seed, len(NET_CASES) + 1)), 0.0)
     return cases

@@ -11,12 +11,12 @@ import torch
 
 from autograder.checks.autograd_graph import (
     BACKWARD_ORDER,
-    GRAPH_CASES,
     LOSS_CASES,
     SGD_SHAPES,
     SGD_STEP,
     TWO_LAYER_LOSS_TORCH,
     build_graph,
+    graph_cases,
     loss_cases,
     sgd_inputs,
     sgd_loss,
@@ -25,8 +25,10 @@ from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS
-from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, PARAM_NAMES
+from autograder.checks.two_layer_net import EDGE_CASE, LARGE_CASE, NET_C, PARAM_NAMES
 from autograder.grading import grader, reference, report_for
+from autograder.grading.graph_walks import recognised_walk
+from autograder.grading.softmax_mistakes import one_hot_from_labels
 from autograder.grading.toolkit import (
     add_notes,
     error_or_verdicts,
@@ -161,9 +163,16 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
     """Grade recorded evidence: loss (1), a 0-d tensor in the graph (0.5), each .grad (0.5 each),
     reg > 0 (1), the size-1 edges N = 1 and D = H = 1 (0.5), large scores (0.5), inputs unchanged (0.5)."""
     report = report_for(TWO_LAYER_LOSS_TORCH)
-    cases = explain_errors(evidence["cases"], _loss_error)
+    inputs = loss_cases(evidence["seed"])
+    cases = {
+        label: explain_errors(
+            {label: evidence["cases"][label]},
+            lambda e, y=data["y"]: _loss_error(e) or one_hot_from_labels(e, NET_C, y),
+        )[label]
+        for label, (data, _) in inputs.items()
+    }
     verdicts, originals = {}, {}
-    for label, (data, reg) in loss_cases(evidence["seed"]).items():
+    for label, (data, reg) in inputs.items():
         originals[label] = {k: data[k] for k in ("X", "y", *PARAM_NAMES)}
         verdicts[label] = _loss_verdicts(cases[label], data, reg)
     (main, _, _), (reg_label, _, _), (single, _, _) = LOSS_CASES
@@ -190,9 +199,26 @@ def grade_two_layer_loss_torch(evidence: Evidence) -> Report:
             weight=0.5,
         )
     )
-    report.add(inputs_unchanged_item(cases, originals))
+    report.add(_loss_inputs_item(cases, originals))
     add_notes(report, cases.values())
     return report
+
+
+X_REQUIRES_GRAD = (
+    "in case {label}, your code turned on requires_grad of the caller's X. Likely mistake: "
+    "X.requires_grad_(), which changes the tensor it is given, not a copy, so every later use of that X "
+    "builds a graph. X is data, not a parameter: leave it as it is (X.detach().requires_grad_() makes a "
+    "copy when you want its gradient)"
+)
+
+
+def _loss_inputs_item(cases: dict[str, Any], originals: dict[str, dict[str, np.ndarray]]) -> Item:
+    """Inputs unchanged in value, and X still not requiring grad."""
+    unchanged = inputs_unchanged_item(cases, originals)
+    flagged = [label for label, record in cases.items() if record.get("X_requires_grad")]
+    if not unchanged.passed or not flagged:
+        return unchanged
+    return Item(unchanged.name, False, X_REQUIRES_GRAD.format(label=flagged[0]), unchanged.weight)
 
 
 def graph_structure(result: torch.Tensor) -> tuple[list[str], list[set[int]]]:
@@ -306,12 +332,17 @@ def order_problem(listed: list[str], names: list[str], parents: list[set[int]]) 
 
 @grader(BACKWARD_ORDER)
 def grade_backward_order(evidence: Evidence) -> Report:
-    """Grade recorded evidence: one item per graph (chain, diamond, two-layer net), 1 each. The graphs are
+    """Grade recorded evidence: one item per graph (chain, diamond, two-layer net, and a tensor used twice
+    in a hidden test), 1 each. The graphs are
     rebuilt here from the seed; any valid order of the right nodes passes."""
     report = report_for(BACKWARD_ORDER)
-    for kind in GRAPH_CASES:
-        record = evidence["cases"][kind]
-        names, parents = graph_structure(build_graph(kind, evidence["seed"]))
+    for kind in graph_cases(evidence["seed"]):
+        record = evidence["cases"].get(kind)
+        if record is None:  # evidence collected for the visible seed, which builds no such graph
+            report.add(Item(kind, False, "not run: the evidence holds no result for this graph"))
+            continue
+        graph = build_graph(kind, evidence["seed"])
+        names, parents = graph_structure(graph)
         if record["error"]:
             report.add(Item(kind, False, record["error"]))
             continue
@@ -327,6 +358,9 @@ def grade_backward_order(evidence: Evidence) -> Report:
             )
             continue
         problem = order_problem(listed, names, parents)
+        walk = recognised_walk(listed, graph) if problem else None
+        if problem and walk:
+            problem = f"{problem.split(' Likely mistake:')[0]} Likely mistake: {walk}."
         if problem:
             report.add(Item(kind, False, problem))
         else:

@@ -8,6 +8,7 @@ values are judged on the forward alone) and a backward's return value through
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -844,6 +845,22 @@ def legendre_model_loss(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> flo
         return float(np.sum((a + b * 0.5 * (5 * z**3 - 3 * z) - y) ** 2))
 
 
+IGNORED_X_LEGENDRE = (
+    "Likely mistake: fit_legendre ignores its x argument. Your (a, b, c, d) are exactly what the "
+    "tutorial's loop reaches on its own evenly spaced points torch.linspace(-pi, pi, 2000) for this y; the "
+    "check passed other points: fit the x you are given."
+)
+
+
+def fitted_the_tutorials_x(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether ``params`` are the tutorial loop's result at evenly spaced points although x is others."""
+    demo = np.linspace(-math.pi, math.pi, x.size)
+    if np.allclose(x, demo):
+        return False
+    replay = reference.legendre_fit(demo, y, FIT_INIT, FIT_LR, FIT_STEPS)["params"]
+    return bool(np.allclose(params, replay, rtol=1e-6, atol=1e-9))
+
+
 @grader(FIT_LEGENDRE)
 def grade_fit_legendre(evidence: Evidence) -> Report:
     """Grade: four finite numbers returned (0.5), a loss below the starting point's (0.5), and a loss
@@ -878,18 +895,24 @@ def grade_fit_legendre(evidence: Evidence) -> Report:
     start = legendre_model_loss(np.array(FIT_INIT), x, y)
     target = _reference_fit_loss(seed)
     went_down = np.isfinite(loss) and loss < start
+    reached = bool(np.isfinite(loss) and loss <= target * (1 + TRAINING.rtol) + TRAINING.atol)
+    ignored_x = not reached and fitted_the_tutorials_x(params, x, y)
+    why_up = (
+        f". {IGNORED_X_LEGENDRE}" if ignored_x else ": it should go down. Is the update p -= lr * p.grad?"
+    )
     report.add(
         Item(
             names[1],
             bool(went_down),
             f"sum of squared errors {loss:.4g}, from {start:.4g} at the start"
-            + ("" if went_down else ": it should go down. Is the update p -= lr * p.grad?"),
+            + ("" if went_down else why_up),
             0.5,
         )
     )
-    reached = bool(np.isfinite(loss) and loss <= target * (1 + TRAINING.rtol) + TRAINING.atol)
     message = f"sum of squared errors {loss:.4g}; the tutorial's loop reaches {target:.4g}"
-    if not reached:
+    if ignored_x:
+        message += f". {IGNORED_X_LEGENDRE}"
+    elif not reached:
         message += (
             f" and a fit should be within {TRAINING.rtol:.0%} of it. Start from a=0, b=-1, c=0, d=0.3 with "
             f"lr={FIT_LR:g} for {FIT_STEPS} steps, the loss being the sum (not the mean) of squared errors."

@@ -64,6 +64,7 @@ from autograder.grading.toolkit import (
     step_error,
     tensors_unchanged_item,
 )
+from autograder.grading.training import loop_difference
 from backprop_utils.data import make_spiral
 
 #: The message fragment of PyTorch's version-counter error: a tensor saved with save_for_backward
@@ -1110,11 +1111,12 @@ def grade_linear_module(evidence: Evidence) -> Report:
     return report
 
 
-def reference_train_spiral(seed: int) -> list[float]:
+def reference_train_spiral(seed: int, *, zero_grad: bool = True, lr: float | None = None) -> list[float]:
     """The course's own run of the recipe with ``nn.Linear``, with the steps, hidden units and learning
-    rate the check passes for ``seed``: the loss before each SGD step."""
+    rate the check passes for ``seed``: the loss before each SGD step. ``zero_grad=False`` or another
+    ``lr`` replay a learner's mistake (grading names one only when its curve is the learner's)."""
     recipe = spiral_recipe(seed)
-    steps, hidden, lr = recipe["steps"], recipe["hidden"], recipe["lr"]
+    steps, hidden, lr = recipe["steps"], recipe["hidden"], recipe["lr"] if lr is None else lr
     X, y = make_spiral(seed=seed)
     Xt, yt = torch.tensor(X), torch.tensor(y)
     with torch.random.fork_rng(devices=[]):
@@ -1124,11 +1126,38 @@ def reference_train_spiral(seed: int) -> list[float]:
     losses = []
     for _ in range(steps):
         loss = F.cross_entropy(model(Xt), yt)
-        optimizer.zero_grad()
+        if zero_grad:
+            optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+#: Learning rates a learner may have written in place of the ``lr`` argument, replayed one by one.
+OTHER_SPIRAL_LRS = (0.1, 0.5, 0.01, 0.05, 1e-3)
+
+SPIRAL_STEP_ZERO = (
+    "Step 0 is the loss of the initial parameters, before any update, so they differ from the recipe's. "
+    "Candidates: torch.manual_seed(seed) called after the layers are built (or not at all), the layers "
+    "built in another order or size, another data set than make_spiral(seed=seed), or float32 instead of "
+    ".double()."
+)
+
+
+def _spiral_replays(seed: int) -> dict[str, Any]:
+    """The mistakes whose replayed curve is compared with the learner's nn.Linear run, step by step."""
+    replays: dict[str, Any] = {
+        "the gradients are never zeroed (no optimizer.zero_grad()), so each step adds the new gradient to "
+        "all the old ones; the curves agree for two steps and part at step 2": lambda: np.array(
+            reference_train_spiral(seed, zero_grad=False)
+        )
+    }
+    for lr in OTHER_SPIRAL_LRS:
+        replays[f"a learning rate of {lr:g} instead of the lr argument ({spiral_recipe(seed)['lr']:g})"] = (
+            lambda lr=lr: np.array(reference_train_spiral(seed, lr=lr))
+        )
+    return replays
 
 
 def _losses_problem(run: dict[str, Any], label: str, steps: int) -> str | None:
@@ -1204,13 +1233,11 @@ def grade_train_spiral(evidence: Evidence) -> Report:
         report.add(Item(name, False, f"not checked: {unusable}", 0.5))
     else:
         verdict = compare("losses with nn.Linear", theirs["losses"], np.array(reference_losses))
-        text = (
-            "the nn.Linear run matches the course's own"
-            if verdict.ok
-            else verdict.message()
-            + " Follow the docstring exactly: torch.manual_seed(seed), the two layers in order, .double(), "
-            "full-batch SGD, and the loss recorded before each step."
-        )
+        text = "the nn.Linear run matches the course's own"
+        if not verdict.ok:
+            ref = np.array(reference_losses)
+            why = loop_difference(theirs["losses"], ref, _spiral_replays(evidence["seed"]), SPIRAL_STEP_ZERO)
+            text = f"{verdict.message()} {why}".strip()
         report.add(Item(name, verdict.ok, text, 0.5))
     add_notes(report, runs.values())
     return report

@@ -7,13 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from autograder.checks.compare import Overflow, Verdict, compare
+from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Check, Evidence, NotAnArray, case_seed
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS
 from autograder.checks.two_layer_net import (
+    APART_CASE,
     EDGE_CASE,
     LARGE_CASE,
+    MISSING_CLASS_CASE,
     NET_C,
     NET_CASES,
     NET_D,
@@ -34,6 +36,13 @@ from autograder.checks.two_layer_net import (
     training_data,
 )
 from autograder.grading import grader, reference, report_for
+from autograder.grading.softmax_mistakes import (
+    GLOBAL_MAX,
+    OVERFLOW,
+    merge_alike,
+    one_hot_from_labels,
+    softmax_loss_mistakes,
+)
 from autograder.grading.toolkit import (
     add_notes,
     cases_item,
@@ -44,6 +53,7 @@ from autograder.grading.toolkit import (
     product_sizes,
     verdict_or_error,
 )
+from autograder.grading.training import two_layer_training_hint
 
 #: Training accuracy for full credit and for partial credit. A two-layer ReLU network with ~100 hidden
 #: units reaches 97-99% on the spiral within a few hundred full-batch steps; a linear classifier stays
@@ -197,38 +207,6 @@ LOG_SUM_EXP_HINT = (
     " Subtract each row's maximum before exp, and take the log of the probabilities as "
     "s - max - log(sum(exp(s - max))) rather than log(softmax)."
 )
-UNDERFLOW = Overflow(
-    "-log(p) of a probability that underflows to 0 (exp(-1000) is 0 in float64), so the loss is inf; "
-    "compute log p by log-sum-exp instead: s_y - max - log(sum(exp(s - max)))"
-)
-OVERFLOW = Overflow(
-    "exp of the raw scores overflows (or every exp of a row underflows to 0): subtract each row's "
-    "maximum before exp, then compute log p by log-sum-exp"
-)
-
-
-def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    """Wrong mean cross-entropies of ``scores``, most specific first: the unstable formulas (only where
-    they do blow up), log(p + eps), and softmax over the batch axis (only where it is finite, so that
-    an overflow is never called an axis mistake)."""
-    rows = np.arange(scores.shape[0])
-    with np.errstate(all="ignore"):
-        naive = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
-        shifted = scores - scores.max(axis=1, keepdims=True)
-        p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
-        unstable = {OVERFLOW: -np.mean(np.log(naive[rows, y])), UNDERFLOW: -np.mean(np.log(p[rows, y]))}
-        mistakes: dict[str, Any] = {k: v for k, v in unstable.items() if not np.isfinite(v)}
-        for eps in (1e-7, 1e-8, 1e-9, 1e-10, 1e-12, 1e-15):
-            mistakes[
-                f"log(p + {eps:g}): eps shifts the log of every small probability, and where p "
-                "underflows to 0 it caps the loss at -log(eps); compute log p from log-sum-exp: "
-                "s_y - max - log(sum(exp(s - max)))"
-            ] = -np.mean(np.log(p[rows, y] + eps))
-        axis0 = -np.mean(np.log(p0[rows, y]))
-    if np.isfinite(axis0):
-        mistakes["softmax normalised over the batch (axis 0) instead of over the classes (axis 1)"] = axis0
-    return mistakes
 
 
 def _softmax_mistakes(
@@ -243,7 +221,13 @@ def _softmax_mistakes(
         shifted = scores - scores.max(axis=1, keepdims=True)
         p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
         p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
-    dscores: dict[str, Any] = {OVERFLOW: (naive - onehot) / n} if not np.all(np.isfinite(naive)) else {}
+        every = scores - scores.max()
+        p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
+    dscores: dict[str, Any] = {
+        k: v
+        for k, v in merge_alike({OVERFLOW: (naive - onehot) / n, GLOBAL_MAX: (p_global - onehot) / n}).items()
+        if not np.all(np.isfinite(v))
+    }
     dscores["the one-hot of y is not subtracted (dscores = softmax / N)"] = p / n
     if np.all(np.isfinite(p0)):
         dscores["softmax normalised over the batch (axis 0) instead of over the classes (axis 1)"] = (
@@ -293,22 +277,31 @@ def first_failure(verdicts: list[Verdict]) -> str | None:
 
 @grader(SOFTMAX_CROSS_ENTROPY)
 def grade_softmax_cross_entropy(evidence: Evidence) -> Report:
-    """Grade evidence: loss (1), dscores (1), N = 1 (0.5), large logits (1), inputs unchanged (0.5)."""
+    """Grade evidence: loss (1), dscores (1), N = 1 (0.5), a class absent from y (0.5), large logits and rows
+    hundreds apart (1), inputs unchanged (0.5)."""
     report = report_for(SOFTMAX_CROSS_ENTROPY)
-    seed, cases = evidence["seed"], evidence["cases"]
-    inputs = softmax_inputs(seed)
+    inputs = softmax_inputs(evidence["seed"])
+    cases = {
+        label: explain_errors(
+            {label: evidence["cases"][label]},
+            lambda e, d=data: one_hot_from_labels(e, d["scores"].shape[1], d["y"]),
+        )[label]
+        for label, data in inputs.items()
+    }
     verdicts = {label: _softmax_verdicts(cases[label], data) for label, data in inputs.items()}
     main, single, large = SOFTMAX_CASES
     error = cases[main]["error"]
     for verdict in verdicts[main]:
         report.add(verdict_or_error(verdict.name, verdict, error, 1.0))
     report.add(error_or_verdicts("N = 1", cases[single]["error"], verdicts[single], 0.5))
+    absent = cases[MISSING_CLASS_CASE]["error"]
+    report.add(error_or_verdicts("a class absent from y", absent, verdicts[MISSING_CLASS_CASE], 0.5))
     ordinary_ok = not cases[main]["error"] and all(v.ok for v in verdicts[main] + verdicts[single])
     report.add(
         stability_item(
             "large logits (|s| ~ 1000)",
-            [cases[large]],
-            first_failure(verdicts[large]),
+            [cases[APART_CASE], cases[large]],
+            first_failure(verdicts[APART_CASE] + verdicts[large]),
             LOG_SUM_EXP_HINT if ordinary_ok else "",
             "finite, right loss and dscores with no floating-point warning",
         )
@@ -489,9 +482,15 @@ def grade_two_layer_net(evidence: Evidence) -> Report:
     reg > 0 (1), the size-1 edges N = 1 and D = H = 1 (0.5), large scores (1), inputs and params
     unchanged (0.5)."""
     report = report_for(TWO_LAYER_NET)
-    cases = {label: explain_errors(case, _net_error) for label, case in evidence["cases"].items()}
+    inputs = net_cases(evidence["seed"])
+    cases = {
+        label: explain_errors(
+            evidence["cases"][label], lambda e, y=data["y"]: _net_error(e) or one_hot_from_labels(e, NET_C, y)
+        )
+        for label, (data, _) in inputs.items()
+    }
     verdicts, originals, records = {}, {}, {}
-    for label, (data, reg) in net_cases(evidence["seed"]).items():
+    for label, (data, reg) in inputs.items():
         verdicts[label] = _net_verdicts(cases[label], data, reg)
         for kind, record in cases[label].items():
             records[f"{label} ({kind})"] = record
@@ -604,14 +603,15 @@ def grade_train_two_layer_net(evidence: Evidence) -> Report:
             f"training accuracy {accuracy:.1%} ({correct} of {y.size} points of a spiral drawn with seed "
             f"{case_seed(evidence['seed'], 1)}, measured by the course's forward pass on your params)"
         )
+        hint = None
+        if accuracy < ACCURACY_FULL:
+            hint = _start_hint(params, evidence["losses"], n_classes, accuracy)
+            hint = hint or two_layer_training_hint(
+                params["W1"].shape[0], evidence["losses"], X, y, evidence["seed"]
+            )
+            hint = hint or _accuracy_hint(accuracy)
         for name, target in ((partial, ACCURACY_PARTIAL), (full, ACCURACY_FULL)):
-            if accuracy >= target:
-                report.add(Item(name, True, text))
-            else:
-                hint = _start_hint(params, evidence["losses"], n_classes, accuracy) or _accuracy_hint(
-                    accuracy
-                )
-                report.add(Item(name, False, text + hint))
+            report.add(Item(name, accuracy >= target, text if accuracy >= target else text + (hint or "")))
     if evidence["seconds"] > TRAINING_SLOW_SECONDS:
         report.notes.append(
             f"training took {evidence['seconds']:.1f} s; keep it under a few seconds "
