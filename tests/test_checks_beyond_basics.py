@@ -689,3 +689,93 @@ def test_func_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_na
     assert [i.name for i in lost] == ["in = 1, out = 1"], report.render()
     assert "when out=1" in lost[0].message and ".squeeze(0)" in lost[0].message
     assert "silently sums" not in lost[0].message
+
+
+# ------------------------------------------------------------------------------------------------
+# The one Function contract (docs/checks.md items 10, 11, 12, 30, 31, 32), as in notebook 04
+# ------------------------------------------------------------------------------------------------
+
+
+class FuncIgnoresNeeds(LinearFunctionFunc):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        return grad_output.mm(weight), grad_output.t().mm(input), grad_output.sum(0)
+
+
+class FuncViewsUpstream(LinearFunctionFunc):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        g = grad_output.view(-1).view(grad_output.shape)
+        grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
+        return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+
+
+class FuncReshapesUpstream(LinearFunctionFunc):
+    """The right fix of FuncViewsUpstream: .reshape copies when it must."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        g = grad_output.reshape(-1).reshape(grad_output.shape)
+        grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
+        return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+
+
+class FuncInPlaceBias(LinearFunctionFunc):
+    @staticmethod
+    def forward(input, weight, bias=None):
+        output = input.mm(weight.t())
+        if bias is not None:
+            output += bias
+        return output
+
+
+class FuncCtxAttributes(LinearFunctionFunc):
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias = (*inputs, None)[:3]
+        ctx.save_for_backward(input, weight, bias)
+        ctx.x = input
+
+
+class CubeOnCtx(Cube):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        ctx.save_for_backward(x)
+        return x**3
+
+
+@pytest.mark.parametrize(
+    ("check", "learner", "item", "says"),
+    [
+        ("LINEAR_FUNCTION_FUNC", (FuncIgnoresNeeds,), "needs_input_grad respected", "never consulted"),
+        ("LINEAR_FUNCTION_FUNC", (FuncViewsUpstream,), "upstream gradient layouts", ".view on grad_output"),
+        ("LINEAR_FUNCTION_FUNC", (FuncInPlaceBias,), "vmap over every argument", "output = output + bias"),
+        ("LINEAR_FUNCTION_FUNC", (FuncCtxAttributes,), "save_for_backward", "ctx.x"),
+        ("DOUBLE_BACKWARD", (CubeOnCtx, NumpyCube), "save_for_backward", "ctx.x"),
+        ("LEGENDRE", (LegendreInPlace,), "inputs unchanged", "changed its argument grad_output"),
+        ("LEGENDRE", (LegendreInPlace,), "upstream gradient layouts", "grad_output"),
+    ],
+)
+def test_the_function_contract_rejects_and_names(check, learner, item, says):
+    _assert_wrong(getattr(checks, check), *learner, item=item, says=says)
+
+
+def test_the_function_contract_names_no_mistake_it_did_not_see():
+    """A needs_input_grad mistake is not a layout or ctx mistake, and the reverse."""
+    contract = {"needs_input_grad respected", "upstream gradient layouts", "vmap over every argument"}
+    contract.add("tensors saved with save_for_backward")
+    for learner, item in (
+        (FuncIgnoresNeeds, "needs_input_grad respected"),
+        (FuncViewsUpstream, "upstream gradient layouts"),
+    ):
+        report = grade(checks.LINEAR_FUNCTION_FUNC, learner)
+        assert {i.name for i in report.items if not i.passed} & contract == {item}, report.render()
+
+
+def test_the_function_contract_accepts_its_correct_variants(capfd):
+    _assert_full(checks.LINEAR_FUNCTION_FUNC, FuncReshapesUpstream, capfd=capfd)
+    _assert_full(checks.DOUBLE_BACKWARD, Cube, NumpyCube, capfd=capfd)

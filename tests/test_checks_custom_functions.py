@@ -218,7 +218,7 @@ def test_exp_mistakes() -> None:
     report = grade(checks.EXP, ExpInPlace)
     assert "through autograd" in failed(report)
     assert "inputs unchanged" in failed(report)
-    assert "grad_output was changed in place" in item(report, "inputs unchanged").message
+    assert "changed its argument grad_output in place" in item(report, "inputs unchanged").message
 
     report = grade(checks.EXP, ExpUsesSavedInput)
     assert report.score < 0.5
@@ -882,7 +882,7 @@ def test_a_backward_that_writes_into_its_saved_input_is_told_so() -> None:
     report = grade(checks.MY_RELU, ReLUMaskInSavedInput)
     assert "inputs unchanged" in failed(report)
     message = item(report, "inputs unchanged").message
-    assert "x was changed in place" in message and "backward wrote into the saved x" in message
+    assert "changed its argument x in place" in message and "backward wrote into the saved x" in message
     assert "grad_output" not in message and "dout" not in message
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
+from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import FAILED, FunctionRun, label_of, observed, tensor
 
 # --------------------------------------------------------------------------------------------
@@ -61,14 +62,23 @@ def _linear_steps(run: FunctionRun, data: dict[str, np.ndarray]) -> dict[str, to
     leaves = {"dx": tensor(data["x"], True), "dW": tensor(data["W"], True), "db": tensor(data["b"], True)}
     out = run.apply("forward", list(leaves.values()))
     run.snapshot("forward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
-    run.grads("autograd", out, leaves, tensor(data["g"]), after=("forward",))
+    g = tensor(data["g"])
+    run.grads("autograd", out, leaves, g, after=("forward",))
+    run.snapshot("autograd", {"grad_output": g})
     return leaves
 
 
 def _direct_step(run: FunctionRun, leaves: dict[str, torch.Tensor], g: np.ndarray) -> None:
     """``direct``: backward called directly on the output of a fresh apply, with ``g`` upstream."""
     out = run.apply("direct: apply", list(leaves.values()), after=("forward",), record=False)
-    run.direct("direct", out, tensor(g), after=("direct: apply",), inspect=False)
+    upstream = tensor(g)
+    run.direct("direct", out, upstream, after=("direct: apply",), inspect=False)
+    run.snapshot("direct", {"grad_output": upstream})
+
+
+def _stack(value: np.ndarray) -> np.ndarray:
+    """A stack of B distinct values shaped like ``value``, for vmap over that argument."""
+    return np.stack([value * (1.0 + 0.5 * k) - 0.25 * k for k in range(FUNC_SIZES["B"])])
 
 
 def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
@@ -121,6 +131,9 @@ def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
             run.collect("vmap", vmap_step, after=("forward",), name=f"torch.func.vmap over {label}")
             run.collect("func_grad", func_grad_step, after=("forward",), name=f"torch.func.grad of {label}")
         run.snapshot("backward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
+        spec = [("x", data["x"], True), ("W", data["W"], True), ("b", data["b"], True)]
+        stacks = {"x": _stack(data["x"]), "W": data["Ws"], "b": _stack(data["b"])} if index == 0 else None
+        collect_contract(run, spec, data["g"], vmap=stacks)
         cases[case] = run.record
     return {"check": "linear_function_func", "seed": seed, "cases": cases}
 
@@ -235,6 +248,7 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     out = cube.apply("direct: apply", [x], after=("forward",), record=False)
     cube.direct("direct", out, tensor(data["g"]), after=("direct: apply",), inspect=False)
     cube.snapshot("backward", {"x": x})
+    collect_contract(cube, [("x", data["x"], True)], data["g"])
 
     npc = FunctionRun(numpy_cube_cls, label_of(numpy_cube_cls, "NumpyCube"))
     xn = tensor(data["x"], True)
@@ -254,6 +268,7 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
 
     npc.collect("twice", twice_step, after=("forward",), name=f"differentiating {npc.label} twice")
     npc.snapshot("backward", {"x": xn})
+    collect_contract(npc, [("x", data["x"], True)], data["g"])
     return {"check": "double_backward", "seed": seed, "cases": {"Cube": cube.record, "NumpyCube": npc.record}}
 
 
@@ -463,12 +478,16 @@ def collect_legendre(fn_cls: Any, *, seed: int = 0) -> Evidence:
     x = tensor(data["x"], True)
     y = run.apply("forward", [x], outputs=("y",))
     run.snapshot("forward", {"x": x})
-    run.grads("autograd", y, {"dx": x}, tensor(data["g"]), after=("forward",))
+    g = tensor(data["g"])
+    run.grads("autograd", y, {"dx": x}, g, after=("forward",))
+    run.snapshot("autograd", {"grad_output": g})
     y = run.apply("sum: apply", [x], after=("forward",), record=False)
     run.grads("sum", y, {"dx": x}, None, after=("sum: apply",))
     y = run.apply("direct: apply", [x], after=("forward",), record=False)
-    run.direct("direct", y, tensor(data["g"]), after=("direct: apply",), inspect=False)
-    run.snapshot("backward", {"x": x})
+    g = tensor(data["g"])
+    run.direct("direct", y, g, after=("direct: apply",), inspect=False)
+    run.snapshot("backward", {"x": x, "grad_output": g})
+    collect_contract(run, [("x", data["x"], True)], data["g"])
     return {"check": "legendre", "seed": seed, "cases": {"x (7,)": run.record}}
 
 

@@ -48,6 +48,7 @@ from autograder.checks.functions import tensor
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS, TRAINING
 from autograder.grading import grader, reference, report_for
+from autograder.grading.function_contract import contract_items
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
     add_notes,
@@ -259,8 +260,12 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             1.0,
         )
     )
-    originals = {label: {k: d[k] for k in ("x", "W", "b")} for label, d in datas.items()}
+    originals = {
+        label: {k: d[k] for k in ("x", "W", "b")} | {"grad_output": d["g"]} for label, d in datas.items()
+    }
     report.add(tensors_unchanged_item(cases, originals))
+    for item in contract_items(cases, "LinearFunctionFunc"):
+        report.add(item)
     add_notes(report, cases.values())
     return report
 
@@ -450,6 +455,8 @@ def grade_double_backward(evidence: Evidence) -> Report:
     )
     report.add(_once_differentiable_item(npc, v))
     report.add(tensors_unchanged_item(evidence["cases"], {"Cube": {"x": x}, "NumpyCube": {"x": x}}))
+    for item in contract_items(evidence["cases"], "Cube"):
+        report.add(item)
     add_notes(report, evidence["cases"].values())
     return report
 
@@ -825,7 +832,9 @@ def grade_legendre(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    report.add(tensors_unchanged_item({case: rec}, {case: {"x": x}}))
+    report.add(tensors_unchanged_item({case: rec}, {case: {"x": x, "grad_output": g}}))
+    for item in contract_items({case: rec}, "LegendrePolynomial3"):
+        report.add(item)
     add_notes(report, [rec])
     return report
 
