@@ -1015,3 +1015,61 @@ def test_bias_summed_with_keepdim_is_not_called_unsummed_at_n_1() -> None:
 
     report = grade(checks.LINEAR_FUNCTION, BiasNotSummed)
     assert "Likely mistake: grad_output returned without .sum(0)" in item(report, "grad_bias").message
+
+
+# ------------------------------------------------------------------------------------------------
+# The one Function contract (docs/checks.md items 30 and 31) and the order of the gradients
+# ------------------------------------------------------------------------------------------------
+
+GradientsSwapped = changed_backward(
+    "GradientsSwapped", LinearFunction, lambda gx, gw, gb, grad_output: (gw, gx, gb)
+)
+
+
+def test_gradients_in_the_wrong_order_are_named_as_such_and_nothing_else():
+    report = grade(checks.LINEAR_FUNCTION, GradientsSwapped)
+    assert report.score < checks.LINEAR_FUNCTION.points
+    text = report.render()
+    assert "returns the gradients in the wrong order (grad_weight, grad_input, grad_bias)" in text, text
+    assert "needs_input_grad[0] is False" not in text, text
+    assert item(report, "needs_input_grad").passed, text
+    for i in report.items:
+        assert i.passed or "wrong order" in i.message, text
+
+
+class ReLUViewsUpstream(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.view(-1).view(grad_output.shape) * (x > 0)
+
+
+class ReLUWritesUpstream(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x <= 0] = 0
+        return grad_output
+
+
+class ReLUReshapesUpstream(MyReLU):
+    """The right fix of ReLUViewsUpstream."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.reshape(-1).reshape(grad_output.shape) * (x > 0)
+
+
+@pytest.mark.parametrize(
+    ("learner", "says"),
+    [(ReLUViewsUpstream, ".view on grad_output"), (ReLUWritesUpstream, "grad_output")],
+)
+def test_every_upstream_layout_is_sent_to_backward(learner, says):
+    report = grade(checks.MY_RELU, learner)
+    lost = item(report, "upstream gradient layouts")
+    assert not lost.passed and says in lost.message, report.render()
+
+
+def test_a_backward_that_reshapes_its_upstream_gradient_keeps_full_marks():
+    assert grade(checks.MY_RELU, ReLUReshapesUpstream).score == checks.MY_RELU.points

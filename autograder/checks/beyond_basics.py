@@ -132,8 +132,9 @@ def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
             run.collect("func_grad", func_grad_step, after=("forward",), name=f"torch.func.grad of {label}")
         run.snapshot("backward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
         spec = [("x", data["x"], True), ("W", data["W"], True), ("b", data["b"], True)]
-        stacks = {"x": _stack(data["x"]), "W": data["Ws"], "b": _stack(data["b"])} if index == 0 else None
-        collect_contract(run, spec, data["g"], vmap=stacks)
+        if index == 0:  # the contract once, as in notebook 04: the size-1 edges have their own item
+            stacks = {"x": _stack(data["x"]), "W": data["Ws"], "b": _stack(data["b"])}
+            collect_contract(run, spec, data["g"], vmap=stacks)
         cases[case] = run.record
     return {"check": "linear_function_func", "seed": seed, "cases": cases}
 

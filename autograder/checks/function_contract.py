@@ -27,29 +27,10 @@ import numpy as np
 import torch
 
 from autograder.checks.core import freeze
-from autograder.checks.functions import FAILED, Arg, FunctionRun, make_args, tensor
+from autograder.checks.functions import FAILED, Arg, FunctionRun, ctx_tensor_attributes, make_args, tensor
 
 #: The contract's items, by the name an exercise uses to opt out of one.
 ITEMS = ("layouts", "needs_input_grad", "ctx", "vmap")
-
-#: ``ctx`` attributes PyTorch itself sets (``mark_dirty``, ``mark_non_differentiable``,
-#: ``save_for_backward`` before it is read): tensors there are the learner's right use of ``ctx``.
-FRAMEWORK_ATTRIBUTES = frozenset({"dirty_tensors", "non_differentiable", "to_save", "saved_for_forward"})
-
-
-def ctx_tensor_attributes(ctx: Any) -> list[str]:
-    """Names of ``ctx`` attributes the learner set that hold tensors (directly or in a list, tuple or
-    dict); tensors belong in ``save_for_backward`` instead (docs/checks.md item 12)."""
-    found = []
-    for name, value in vars(ctx).items():
-        if name in FRAMEWORK_ATTRIBUTES:
-            continue
-        items = list(value.values()) if isinstance(value, dict) else value
-        if not isinstance(items, (list, tuple)):
-            items = [items]
-        if any(isinstance(v, torch.Tensor) for v in items):
-            found.append(f"ctx.{name}")
-    return sorted(found)
 
 
 def upstream_layouts(g: np.ndarray) -> dict[str, torch.Tensor]:

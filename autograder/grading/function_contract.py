@@ -51,13 +51,15 @@ def _explained(error: str, known: Sequence[tuple[str, str]]) -> str:
 
 
 def _layouts_problem(record: Record) -> str | None:
-    """The first difference a layout makes: an error, a changed upstream gradient, other values. A
-    backward that raises for the same values in a contiguous tensor too is judged by other items."""
+    """The first difference a layout makes: an error, a changed upstream gradient, other values. It
+    cannot pass unless backward ran on the same values in a contiguous tensor: then nothing was
+    compared (and the feedback says so, without naming a layout mistake)."""
     outputs = record["outputs"]
     for layout in ("non-contiguous", "expanded"):
         step = f"contract: {layout} upstream"
-        if step_error(record, f"{step}: same values", f"{step}: contiguous"):
-            continue
+        error = step_error(record, f"{step}: same values", f"{step}: contiguous")
+        if error:
+            return f"not checked: backward raised for a contiguous upstream gradient already: {error}"
         error = step_error(record, f"{step}: apply", step)
         if error:
             return f"with a {layout} upstream gradient: {_explained(error, LAYOUT_MISTAKES)}"
@@ -181,12 +183,16 @@ def _ctx_problem(record: Record) -> str | None:
     if error:
         return error
     stashed = record["outputs"]["contract: ctx"]
-    if not stashed:
-        return None
+    return ctx_attributes_message(stashed) if stashed else None
+
+
+def ctx_attributes_message(stashed: Sequence[str]) -> str:
+    """What tensors kept on ``ctx`` attributes mean, in every check of a Function (docs/checks.md item 12)."""
     return (
         f"forward kept tensors on {', '.join(stashed)}. Likely mistake: tensors stored as ctx attributes "
-        "instead of ctx.save_for_backward(...): autograd cannot then tell when they were changed in place "
-        "before backward, and they keep the graph alive"
+        "instead of ctx.save_for_backward(...) (only non-tensors, such as a Python number, go on ctx "
+        "directly): autograd cannot then tell when they were changed in place before backward, so the "
+        "gradient can be silently wrong although gradcheck passes, and they keep the graph alive"
     )
 
 
