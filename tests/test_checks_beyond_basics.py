@@ -740,6 +740,27 @@ class FuncCtxAttributes(LinearFunctionFunc):
         ctx.x = input
 
 
+class BatchedViewsUpstream(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        flat_grad = grad_output.view(-1, weight.shape[0])
+        grad_input = grad_output.matmul(weight) if ctx.needs_input_grad[0] else None
+        flat_input = input.reshape(-1, weight.shape[1])
+        grad_weight = flat_grad.t().mm(flat_input) if ctx.needs_input_grad[1] else None
+        grad_bias = flat_grad.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
+        return grad_input, grad_weight, grad_bias
+
+
+class BatchedIgnoresNeeds(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        flat_grad = grad_output.reshape(-1, weight.shape[0])
+        grad_weight = flat_grad.t().mm(input.reshape(-1, weight.shape[1]))
+        return grad_output.matmul(weight), grad_weight, flat_grad.sum(0) if bias is not None else None
+
+
 class CubeOnCtx(Cube):
     @staticmethod
     def forward(ctx, x):
@@ -756,6 +777,8 @@ class CubeOnCtx(Cube):
         ("LINEAR_FUNCTION_FUNC", (FuncInPlaceBias,), "vmap over every argument", "output = output + bias"),
         ("LINEAR_FUNCTION_FUNC", (FuncCtxAttributes,), "save_for_backward", "ctx.x"),
         ("DOUBLE_BACKWARD", (CubeOnCtx, NumpyCube), "save_for_backward", "ctx.x"),
+        ("BATCHED_LINEAR", (BatchedViewsUpstream,), "upstream gradient layouts", ".view on grad_output"),
+        ("BATCHED_LINEAR", (BatchedIgnoresNeeds,), "needs_input_grad respected", "never consulted"),
         ("LEGENDRE", (LegendreInPlace,), "inputs unchanged", "changed its argument grad_output"),
         ("LEGENDRE", (LegendreInPlace,), "upstream gradient layouts", "grad_output"),
     ],

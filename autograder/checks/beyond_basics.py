@@ -193,6 +193,8 @@ def collect_batched_linear(fn_cls: Any, *, seed: int = 0) -> Evidence:
                 return {"weight_only_out": freeze(out), "weight_only_dW": freeze(dW)}
 
             run.collect("weight_only", weight_only_step, after=("forward",), name=f"{label}.apply(x, W)")
+            spec = [("x", data["x"], True), ("W", data["W"], True), ("b", data["b"], True)]
+            collect_contract(run, spec, data["g"])
         run.snapshot("backward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
         cases[case] = run.record
     return {"check": "batched_linear", "seed": seed, "cases": cases}

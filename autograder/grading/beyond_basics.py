@@ -368,8 +368,13 @@ def grade_batched_linear(evidence: Evidence) -> Report:
             )
         )
     report.add(
-        tensors_unchanged_item(cases, {lab: {k: d[k] for k in ("x", "W", "b")} for lab, d in datas.items()})
+        tensors_unchanged_item(
+            cases,
+            {lab: {"x": d["x"], "W": d["W"], "b": d["b"], "grad_output": d["g"]} for lab, d in datas.items()},
+        )
     )
+    for item in contract_items(cases, "LinearFunction"):
+        report.add(item)
     add_notes(report, cases.values())
     return report
 
