@@ -761,6 +761,40 @@ class BatchedIgnoresNeeds(LinearFunction):
         return grad_output.matmul(weight), grad_weight, flat_grad.sum(0) if bias is not None else None
 
 
+class SceGlobalShift(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        e = (scores - scores.max()).exp()
+        probs = e / e.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(probs, targets)
+        return -probs[torch.arange(scores.shape[0]), targets].log().mean()
+
+
+class SceLogOfSoftmax(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        e = (scores - scores.max(dim=1, keepdim=True).values).exp()
+        probs = e / e.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(probs, targets)
+        return -probs.log()[torch.arange(scores.shape[0]), targets].mean()
+
+
+class SceOneHotFromLabels(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        probs, targets = ctx.saved_tensors
+        one_hot = torch.nn.functional.one_hot(targets).to(probs.dtype)
+        return (probs - one_hot) * (grad_output / probs.shape[0]), None
+
+
+class SceProbsOnCtx(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        loss = SoftmaxCrossEntropy.forward(ctx, scores, targets)
+        ctx.probs = ctx.to_save[0]
+        return loss
+
+
 class CubeOnCtx(Cube):
     @staticmethod
     def forward(ctx, x):
@@ -779,6 +813,15 @@ class CubeOnCtx(Cube):
         ("DOUBLE_BACKWARD", (CubeOnCtx, NumpyCube), "save_for_backward", "ctx.x"),
         ("BATCHED_LINEAR", (BatchedViewsUpstream,), "upstream gradient layouts", ".view on grad_output"),
         ("BATCHED_LINEAR", (BatchedIgnoresNeeds,), "needs_input_grad respected", "never consulted"),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceGlobalShift,), "rows far apart", "global maximum"),
+        (
+            "SOFTMAX_CROSS_ENTROPY_FUNCTION",
+            (SceLogOfSoftmax,),
+            "true class at the bottom",
+            "underflowed to 0",
+        ),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceOneHotFromLabels,), "a class left out", "one-hot sized from"),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceProbsOnCtx,), "save_for_backward", "ctx.probs"),
         ("LEGENDRE", (LegendreInPlace,), "inputs unchanged", "changed its argument grad_output"),
         ("LEGENDRE", (LegendreInPlace,), "upstream gradient layouts", "grad_output"),
     ],

@@ -64,7 +64,8 @@ def make_args(spec: Sequence[Arg]) -> tuple[list[Any], dict[str, torch.Tensor]]:
     leaves: dict[str, torch.Tensor] = {}
     for name, value, requires_grad in spec:
         if isinstance(value, np.ndarray):
-            leaves[name] = tensor(value.astype(np.float64), requires_grad)
+            kind = np.int64 if np.issubdtype(value.dtype, np.integer) else np.float64
+            leaves[name] = tensor(value.astype(kind), requires_grad)
             args.append(leaves[name])
         else:
             args.append(value)

@@ -34,13 +34,13 @@ from autograder.checks.beyond_basics import (
     LINEAR_FUNCTION_FUNC,
     SCE_CASES,
     SOFTMAX_CROSS_ENTROPY_FUNCTION,
+    all_sce_inputs,
     batched_inputs,
     ctx_inputs,
     double_inputs,
     fit_legendre_data,
     func_inputs,
     legendre_inputs,
-    sce_inputs,
 )
 from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence, case_seed
@@ -49,6 +49,7 @@ from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS, TRAINING
 from autograder.grading import grader, reference, report_for
 from autograder.grading.function_contract import contract_items
+from autograder.grading.softmax_function import hard_inputs_item
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
     add_notes,
@@ -701,11 +702,12 @@ def _materialize_problem(out: Record) -> str | None:
 def grade_softmax_cross_entropy_function(evidence: Evidence) -> Report:
     """Grade: loss (1) and dscores for a random upstream scalar (1) for N=5, C=3; N = 1 (0.5); logits
     of magnitude 1000 (0.5); a direct backward call returns dscores (N, C) and None for the targets
-    (0.5); inputs unchanged (0.5)."""
+    (0.5); rows far apart, the true class at the bottom of large scores, a class left out of the labels
+    (0.5); inputs unchanged (0.5); the Function contract (tensors on ctx attributes, 0.5)."""
     report = report_for(SOFTMAX_CROSS_ENTROPY_FUNCTION)
     seed, cases = evidence["seed"], evidence["cases"]
     labels = list(SCE_CASES)
-    datas = {lab: sce_inputs(case_seed(seed, i), *SCE_CASES[lab]) for i, lab in enumerate(labels)}
+    datas = all_sce_inputs(seed)
     refs = {}
     for lab, data in datas.items():
         r = reference.softmax_cross_entropy(data["scores"], data["y"])
@@ -768,8 +770,11 @@ def grade_softmax_cross_entropy_function(evidence: Evidence) -> Report:
     report.add(
         _exact_shapes_item("direct backward", rec, {"dscores": data["scores"].shape, "dtargets": None}, 0.5)
     )
+    report.add(hard_inputs_item(cases, datas, refs))
     originals = {lab: {"scores": d["scores"], "y": d["y"]} for lab, d in datas.items()}
     report.add(tensors_unchanged_item(cases, originals))
+    for item in contract_items(cases, "SoftmaxCrossEntropy"):
+        report.add(item)
     add_notes(report, cases.values())
     return report
 
