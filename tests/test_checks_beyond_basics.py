@@ -795,6 +795,28 @@ class SceProbsOnCtx(SoftmaxCrossEntropy):
         return loss
 
 
+class MaxMaskFromValues(MaxWithIndex):
+    """Sends the gradient to every entry equal to the row's maximum: right without ties."""
+
+    @staticmethod
+    def forward(ctx, scores):
+        values, indices = scores.max(dim=1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(scores, values)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        scores, values = ctx.saved_tensors
+        return (scores == values.unsqueeze(1)) * grad_values.unsqueeze(1)
+
+
+def test_a_tie_at_the_maximum_is_named():
+    report = grade(checks.CTX_FEATURES, MaxMaskFromValues, InplaceReLU, SquareAndCube)
+    assert {i.name for i in report.items if not i.passed} == {"MaxWithIndex: ties"}, report.render()
+    assert "Likely mistake: the gradient goes to every entry equal to the maximum" in report.render()
+
+
 class CubeOnCtx(Cube):
     @staticmethod
     def forward(ctx, x):

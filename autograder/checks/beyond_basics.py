@@ -294,12 +294,13 @@ CTX_N, CTX_C = 4, 5
 
 
 def ctx_inputs(seed: int) -> dict[str, np.ndarray]:
-    """Scores (4, 5) for MaxWithIndex with an upstream (4,); a (4, 5) input with exact zeros for the
-    in-place ReLU with an upstream; a (6,) input for SquareAndCube with two upstreams."""
+    """Scores (4, 5) for MaxWithIndex with an upstream (4,), and scores with a tie at each row's
+    maximum; a (4, 5) input with exact zeros for the in-place ReLU with an upstream; a (6,) input for
+    SquareAndCube with two upstreams."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((CTX_N, CTX_C))
     a[0, :2] = 0.0
-    return {
+    data = {
         "s": rng.standard_normal((CTX_N, CTX_C)),
         "gv": rng.standard_normal(CTX_N),
         "a": a,
@@ -308,6 +309,13 @@ def ctx_inputs(seed: int) -> dict[str, np.ndarray]:
         "g2": rng.standard_normal(6),
         "g3": rng.standard_normal(6),
     }
+    # each row's maximum twice, at two positions drawn per seed (docs/checks.md item 32)
+    ties = rng.standard_normal((CTX_N, CTX_C))
+    for row in ties:
+        i, j = rng.choice(CTX_C, 2, replace=False)
+        row[i] = row[j] = np.abs(row).max() + 1.0
+    data["ties"] = ties
+    return data
 
 
 def collect_ctx_features(max_cls: Any, relu_cls: Any, sc_cls: Any, *, seed: int = 0) -> Evidence:
@@ -344,6 +352,14 @@ def collect_ctx_features(max_cls: Any, relu_cls: Any, sc_cls: Any, *, seed: int 
     values, zeros = (out[0], torch.zeros_like(out[1])) if out is not FAILED else (FAILED, None)
     mx.direct("direct", values, tensor(data["gv"]), zeros, after=("direct: apply",))
     mx.snapshot("backward", {"s": s})
+
+    def ties_step() -> dict[str, Any]:
+        st = tensor(data["ties"], True)
+        values, indices = max_cls.apply(st)
+        (grad,) = torch.autograd.grad(values, [st], tensor(data["gv"]))
+        return {"ties": {"values": freeze(values), "indices": freeze(indices), "grad": freeze(grad)}}
+
+    mx.collect("ties", ties_step, after=("forward",), name=f"{mx.label} on rows with a tie")
 
     rl = FunctionRun(relu_cls, label_of(relu_cls, "InplaceReLU"))
     a = tensor(data["a"], True)

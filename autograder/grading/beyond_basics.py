@@ -49,7 +49,7 @@ from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS, TRAINING
 from autograder.grading import grader, reference, report_for
 from autograder.grading.function_contract import contract_items
-from autograder.grading.softmax_function import hard_inputs_item
+from autograder.grading.hard_inputs import hard_inputs_item, ties_item
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
     add_notes,
@@ -515,7 +515,7 @@ def _once_differentiable_item(record: Record, v: np.ndarray) -> Item:
 @grader(CTX_FEATURES)
 def grade_ctx_features(evidence: Evidence) -> Report:
     """Grade each of the three lessons by its effect: MaxWithIndex values and indices (0.5), indices
-    marked non-differentiable (0.5), its gradient with exact shape from a direct call (0.5);
+    marked non-differentiable (0.5), its gradient with exact shape from a direct call (0.5), ties (0.5);
     InplaceReLU returns its input object, modified (0.5), with the right values and gradient (0.5);
     SquareAndCube outputs and gradients when one or both outputs are used (0.5), its backward called
     directly with a None gradient (0.5), and backward receiving None, not zeros, for the unused
@@ -564,6 +564,8 @@ def grade_ctx_features(evidence: Evidence) -> Report:
             0.5,
         )
     )
+
+    report.add(ties_item(mx, data["ties"], data["gv"]))
 
     ro = rl["outputs"]
     report.add(

@@ -1,5 +1,6 @@
-"""The inputs where a softmax cross-entropy Function's lucky implementations break (notebook 05,
-exercise 5; docs/checks.md items 6, 23 and 32), and the mistake each one exposes.
+"""Inputs where a Function's lucky implementations break (docs/checks.md items 6, 23 and 32), and the
+mistake each one exposes: ties at a maximum (notebook 05, exercise 4), and the hard cases of a softmax
+cross-entropy (exercise 5).
 
 Each case names its mistake only on the evidence that mistake leaves: an infinite loss where the
 true one is finite (the log of a probability that underflowed to 0), a NaN loss where a shift by the
@@ -88,3 +89,41 @@ def hard_inputs_item(cases: dict[str, Record], datas: dict[str, Any], refs: dict
         if problem:
             return Item(name, False, f"{kind}: {problem}", 0.5)
     return Item(name, True, "right loss and dscores on each", 0.5)
+
+
+MASK_FROM_VALUES = (
+    "the gradient goes to every entry equal to the maximum (a mask scores == values), not only to the "
+    "saved index: a tie gets it twice; put it at the saved indices (scatter, or index with them)"
+)
+
+
+def ties_item(record: Record, scores: np.ndarray, upstream: np.ndarray) -> Item:
+    """MaxWithIndex on rows with a tie at their maximum (0.5): values are the maxima, each index points
+    at one, and the gradient goes to the learner's own index only."""
+    name = "MaxWithIndex: ties"
+    error = step_error(record, "forward", "ties")
+    if error:
+        return Item(name, False, error, 0.5)
+    got = record["outputs"]["ties"]
+    values, indices, grad = got["values"], got["indices"], got["grad"]
+    rows = np.arange(scores.shape[0])
+    verdict = compare("values with ties", values, scores.max(axis=1))
+    if not verdict.ok:
+        return Item(name, False, verdict.message(), 0.5)
+    if (
+        not isinstance(indices, np.ndarray)
+        or indices.shape != rows.shape
+        or not np.issubdtype(indices.dtype, np.integer)
+    ):
+        return Item(name, False, f"indices with ties: expected {rows.shape[0]} integer indices", 0.5)
+    if not np.all((indices >= 0) & (indices < scores.shape[1])) or not np.array_equal(
+        scores[rows, indices], scores.max(axis=1)
+    ):
+        return Item(name, False, "with a tie, an index does not point at a maximum of its row", 0.5)
+    expected = np.zeros_like(scores)
+    expected[rows, indices] = upstream
+    mask = (scores == scores.max(axis=1, keepdims=True)) * upstream[:, None]
+    verdict = compare("grad of scores with ties", grad, expected, mistakes={MASK_FROM_VALUES: mask})
+    if not verdict.ok:
+        return Item(name, False, verdict.message(), 0.5)
+    return Item(name, True, "with a tie, the gradient goes to the returned index only", 0.5)
