@@ -71,6 +71,10 @@ def _layouts_problem(record: Record) -> str | None:
             )
         same = outputs[f"{step}: contiguous"]
         for name, grad in outputs[step].items():
+            if same[name] is None or grad is None:
+                if (same[name] is None) != (grad is None):
+                    return f"the gradient of {name} is None for one layout of the same upstream values only"
+                continue
             verdict = compare(f"{name} for a {layout} upstream gradient", grad, same[name])
             if not verdict.ok:
                 return (
