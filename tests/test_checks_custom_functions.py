@@ -369,6 +369,10 @@ def test_ignoring_needs_input_grad_loses_only_that_item() -> None:
     report = grade(checks.LINEAR_FUNCTION, IgnoresNeedsInputGrad)
     assert failed(report) == {"needs_input_grad"}
     assert "ctx.needs_input_grad" in item(report, "needs_input_grad").message
+    assert (
+        "Likely mistake: ctx.needs_input_grad[0] is never consulted"
+        in item(report, "needs_input_grad").message
+    )
     assert 5.0 < report.score < 6.0
 
 
@@ -404,6 +408,10 @@ def test_bias_gated_on_the_wrong_entry_of_needs_input_grad() -> None:
     report = grade(checks.LINEAR_FUNCTION, BiasGatedOnWrongEntry)
     assert {"mixed requires_grad", "needs_input_grad"} <= failed(report)
     assert "only bias requires grad" in item(report, "mixed requires_grad").message
+    message = item(report, "needs_input_grad").message
+    assert (
+        "Likely mistake: bias's gradient is gated on ctx.needs_input_grad[1], the entry of weight" in message
+    )
 
 
 def test_linear_function_jacobian_evidence_is_float64() -> None:

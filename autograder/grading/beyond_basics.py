@@ -663,9 +663,13 @@ def _non_differentiable_problem(out: Record) -> str | None:
     if marked == [False, True]:
         return None
     if any(marked):
-        return "forward marked the values as non-differentiable: mark only the indices."
+        return (
+            "forward marked the values as non-differentiable. Likely mistake: ctx.mark_non_differentiable "
+            "given the values (or both outputs); mark only the indices."
+        )
     return (
-        "forward did not mark the indices with ctx.mark_non_differentiable(indices): int64 indices "
+        "forward did not mark the indices. Likely mistake: ctx.mark_non_differentiable(indices) is never "
+        "called in forward: int64 indices "
         "never require grad, so nothing fails today, but autograd is not told that this output has "
         "no gradient (a float mask or count returned the same way would require grad and get one)."
     )
@@ -674,11 +678,15 @@ def _non_differentiable_problem(out: Record) -> str | None:
 def _dirty_problem(out: Record) -> str | None:
     if out.get("version_bumped") is not True:
         return (
-            "the input was not modified in place (its version counter did not change): use clamp_ "
-            "or an indexed assignment on the input itself."
+            "the input was not modified in place (its version counter did not change). Likely mistake: "
+            "the ReLU is computed out of place (clamp, torch.relu, x * mask) or on a copy of x; use "
+            "clamp_ or an indexed assignment on the input itself."
         )
     if out.get("same_object") is not True:
-        return "the output is not the input object: call ctx.mark_dirty(x) and return x itself."
+        return (
+            "the output is not the input object. Likely mistake: forward changes x in place but returns "
+            "another tensor (a copy or a view of x); call ctx.mark_dirty(x) and return x itself."
+        )
     return None
 
 
@@ -688,9 +696,9 @@ def _materialize_problem(out: Record) -> str | None:
         return None
     if received == [False, False]:
         return (
-            "with only the square used, backward received a tensor of zeros for the cube's gradient: "
-            "autograd materializes it unless forward calls ctx.set_materialize_grads(False), and then "
-            "backward multiplies by zeros for nothing."
+            "with only the square used, backward received a tensor of zeros for the cube's gradient. "
+            "Likely mistake: forward never calls ctx.set_materialize_grads(False): autograd then "
+            "materializes the missing gradient, and backward multiplies by zeros for nothing."
         )
     return f"backward received {received} (None or not, per output); expected [False, True]."
 

@@ -58,6 +58,7 @@ from autograder.grading import grader, reference, report_for
 from autograder.grading.function_contract import (
     contract_items,
     ctx_attributes_message,
+    needs_input_grad_diagnosis,
     wrong_order,
     wrong_order_message,
 )
@@ -510,9 +511,14 @@ def _size_one_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str
 
 
 def _needs_input_grad_item(cases: dict[str, Any], inputs: dict[str, Any], order: list[int] | None) -> Item:
-    """backward returns None for every input whose ctx.needs_input_grad entry is False; with ``order``
-    (gradients returned in the wrong order), the entries are read in the order the learner meant."""
+    """backward returns None for every input whose ctx.needs_input_grad entry is False, judged by the
+    Function contract's rule (:func:`needs_input_grad_diagnosis`) over the cases where one input alone
+    requires grad, then the case where two do; with ``order`` (gradients returned in the wrong order),
+    the entries are read in the order the learner meant."""
     name, weight = "needs_input_grad", 0.5
+    names = [n.removeprefix("grad_") for n in GRAD_NAMES]
+    computed: dict[str, set[str]] = {}
+    several: list[tuple[str, list[Any], tuple[bool, ...]]] = []
     for label in MIXED:
         record = cases[label]
         error = step_error(record, "forward", "direct")
@@ -522,6 +528,14 @@ def _needs_input_grad_item(cases: dict[str, Any], inputs: dict[str, Any], order:
         if order is not None:
             grads = [grads[i] for i in order]
         requires = inputs[label]["requires"]
+        if sum(requires) == 1:
+            computed[names[requires.index(True)]] = {names[i] for i, g in enumerate(grads) if g is not None}
+        else:
+            several.append((label, grads, requires))
+    problem = needs_input_grad_diagnosis(computed, names)
+    if problem:
+        return Item(name, False, f"{problem} (a whole matrix product wasted for a frozen weight).", weight)
+    for label, grads, requires in several:
         for i, needed in enumerate(requires):
             if not needed and grads[i] is not None:
                 return Item(

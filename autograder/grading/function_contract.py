@@ -95,30 +95,53 @@ def _only_grads(record: Record, name: str, label: str, names: list[str], order: 
 def _needs_problem(record: Record, label: str, order: list[int] | None) -> str | None:
     contract = record["outputs"]["contract"]
     names, alone = contract["names"], contract["differentiable"]
-    computed: dict[str, set[str]] = {}  # argument alone requiring grad -> gradients computed
+    computed: dict[str, set[str]] = {}  # argument alone requiring grad -> gradients returned
     for name in alone:
         error = step_error(record, f"contract: only {name}: apply", f"contract: only {name}")
         if error:
             return f"with only {name} requiring grad: {error}"
         grads = _only_grads(record, name, label, names, order)
-        if grads[names.index(name)] is None:
-            return (
-                f"with only {name} requiring grad, backward returned None for it although "
-                f"ctx.needs_input_grad[{names.index(name)}] is True"
+        computed[name] = {names[j] for j, g in enumerate(grads) if g is not None}
+    return needs_input_grad_diagnosis(computed, names)
+
+
+def needs_input_grad_diagnosis(computed: dict[str, set[str]], names: Sequence[str]) -> str | None:
+    """What backward does wrong with ``ctx.needs_input_grad``, from ``computed``: for each argument that
+    alone required grad, the arguments whose gradient backward returned. None when each gradient is
+    returned exactly when its own argument requires grad.
+
+    The mistake is named only where the pattern fixes it: a gradient returned in every case (its entry
+    never consulted), or returned exactly when another single argument requires grad (gated on that
+    argument's entry); otherwise the feedback says what happened, without a cause.
+    """
+    for other in names:
+        when = {n for n, c in computed.items() if other in c}
+        if other in computed and when == {other}:
+            continue
+        if other not in computed and not when:
+            continue  # never alone requiring grad (a non-tensor argument), and never returned
+        j = names.index(other)
+        if when and when == set(computed):
+            likely = f"ctx.needs_input_grad[{j}] is never consulted for {other}"
+        elif len(when) == 1 and other not in when:
+            (gate,) = when
+            entry = f"ctx.needs_input_grad[{names.index(gate)}]"
+            likely = f"{other}'s gradient is gated on {entry}, the entry of {gate}"
+        else:
+            likely = None
+        if other in computed and other not in when:
+            seen = (
+                f"with only {other} requiring grad, backward returned None for it although "
+                f"ctx.needs_input_grad[{j}] is True"
             )
-        computed[name] = {names[j] for j, g in enumerate(grads) if g is not None and names[j] != name}
-    for name, extra in computed.items():
-        for other in sorted(extra):
-            j = names.index(other)
-            if all(other in c for n, c in computed.items() if n != other):
-                why = f"Likely mistake: ctx.needs_input_grad[{j}] is never consulted for {other}"
-            else:
-                gate = [n for n, c in computed.items() if other in c]
-                why = f"Likely mistake: {other}'s gradient is gated on the entry of {', '.join(gate)}"
-            return (
-                f"with only {name} requiring grad, backward computed the gradient of {other} although "
-                f"ctx.needs_input_grad[{j}] is False. {why}; return None where an entry is False"
+        else:
+            extra = sorted(when - {other})
+            seen = (
+                f"with only {extra[0]} requiring grad, backward computed the gradient of {other} although "
+                f"ctx.needs_input_grad[{j}] is False"
             )
+        advice = "compute each gradient only when its own entry is True, else return None"
+        return f"{seen}. Likely mistake: {likely}; {advice}" if likely else f"{seen}: {advice}"
     return None
 
 
