@@ -92,7 +92,8 @@ def collect_contract(
 
     ``forward`` must have run first. ``vmap`` maps an argument's name to a stack of its values (the
     exercises that teach vmap); ``opt_out`` maps an item of :data:`ITEMS` to the reason it does not
-    apply. The record's ``outputs["contract"]`` says what was run and what was left out, and why.
+    apply. The record's ``outputs["contract"]`` says what was run and what was left out, and why, and
+    holds the inputs it ran on: grading judges the contract only on the inputs its seed gives.
     """
     opt_out = dict(opt_out or {})
     unknown = set(opt_out) - set(ITEMS)
@@ -103,7 +104,9 @@ def collect_contract(
         opt_out["vmap"] = "the notebook does not teach vmap for this exercise"
     if "needs_input_grad" not in opt_out and len(differentiable) < 2:
         opt_out["needs_input_grad"] = "only one argument can require grad"
+    arrays = {n: freeze(v) for n, v, _ in spec if isinstance(v, np.ndarray)}
     run.record["outputs"]["contract"] = {
+        "inputs": {**arrays, "grad_output": freeze(np.asarray(grad_output))},
         "names": [n for n, _, _ in spec],
         "differentiable": differentiable,
         "opt_out": opt_out,

@@ -265,7 +265,7 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
         label: {k: d[k] for k in ("x", "W", "b")} | {"grad_output": d["g"]} for label, d in datas.items()
     }
     report.add(tensors_unchanged_item(cases, originals))
-    for item in contract_items(cases, "LinearFunctionFunc"):
+    for item in contract_items(cases, "LinearFunctionFunc", {main_label: originals[main_label]}):
         report.add(item)
     add_notes(report, cases.values())
     return report
@@ -374,7 +374,8 @@ def grade_batched_linear(evidence: Evidence) -> Report:
             {lab: {"x": d["x"], "W": d["W"], "b": d["b"], "grad_output": d["g"]} for lab, d in datas.items()},
         )
     )
-    for item in contract_items(cases, "LinearFunction"):
+    main_inputs = {"x": data["x"], "W": data["W"], "b": data["b"], "grad_output": data["g"]}
+    for item in contract_items(cases, "LinearFunction", {main: main_inputs}):
         report.add(item)
     add_notes(report, cases.values())
     return report
@@ -461,7 +462,8 @@ def grade_double_backward(evidence: Evidence) -> Report:
     )
     report.add(_once_differentiable_item(npc, v))
     report.add(tensors_unchanged_item(evidence["cases"], {"Cube": {"x": x}, "NumpyCube": {"x": x}}))
-    for item in contract_items(evidence["cases"], "Cube"):
+    ran = {"x": x, "grad_output": g}
+    for item in contract_items(evidence["cases"], "Cube", {"Cube": ran, "NumpyCube": ran}):
         report.add(item)
     add_notes(report, evidence["cases"].values())
     return report
@@ -783,7 +785,8 @@ def grade_softmax_cross_entropy_function(evidence: Evidence) -> Report:
     report.add(hard_inputs_item(cases, datas, refs))
     originals = {lab: {"scores": d["scores"], "y": d["y"]} for lab, d in datas.items()}
     report.add(tensors_unchanged_item(cases, originals))
-    for item in contract_items(cases, "SoftmaxCrossEntropy"):
+    ran = {"scores": data["scores"], "y": data["y"], "grad_output": np.asarray(data["u"])}
+    for item in contract_items(cases, "SoftmaxCrossEntropy", {main: ran}):
         report.add(item)
     add_notes(report, cases.values())
     return report
@@ -853,7 +856,7 @@ def grade_legendre(evidence: Evidence) -> Report:
         )
     )
     report.add(tensors_unchanged_item({case: rec}, {case: {"x": x, "grad_output": g}}))
-    for item in contract_items({case: rec}, "LegendrePolynomial3"):
+    for item in contract_items({case: rec}, "LegendrePolynomial3", {case: {"x": x, "grad_output": g}}):
         report.add(item)
     add_notes(report, [rec])
     return report

@@ -396,7 +396,8 @@ def grade_elementwise(evidence: Evidence) -> Report:
     report.add(item)
     if kind != "exp":
         report.add(_ctx_item(record, label))
-    for item in contract_items({main: record}, label):
+    ran = {"x": data["x"], "grad_output": data["grad_output"]}
+    for item in contract_items({main: record}, label, {main: ran}):
         report.add(item)
     report.add(
         tensors_unchanged_item(
@@ -685,7 +686,8 @@ def grade_linear_function(evidence: Evidence) -> Report:
         for label, d in inputs.items()
     }
     report.add(tensors_unchanged_item(cases, originals))
-    for item in contract_items({MAIN: record}, "LinearFunction", order=order):
+    ran = {k: data[k] for k in ("x", "W", "b", "grad_output")}
+    for item in contract_items({MAIN: record}, "LinearFunction", {MAIN: ran}, order=order):
         report.add(item)
     if order is not None:
         _name_the_order(report, order)

@@ -161,15 +161,24 @@ def _vmap_problem(record: Record) -> str | None:
 
 
 def contract_items(
-    records: dict[str, Record], label: str, *, order: list[int] | None = None, weight: float = 0.5
+    records: dict[str, Record],
+    label: str,
+    inputs: dict[str, dict[str, Any]],
+    *,
+    order: list[int] | None = None,
+    weight: float = 0.5,
 ) -> list[Item]:
-    """The contract's items over the cases that ran the contract, each failing on the first case with
-    a problem; an item opted out of in every case is left out (its reason is in the evidence).
+    """The contract's items over the cases of ``inputs`` (case -> the arrays the contract ran on, by
+    argument name, and ``grad_output``, as the grader remakes them from its seed), each failing on
+    the first case with a problem; an item opted out of is left out (its reason is in the evidence).
 
+    Every item compares the learner's Function with itself, so it holds for any inputs: it is judged
+    only when the contract ran on this seed's inputs, or evidence of another run would earn it.
     ``order`` is the permutation :func:`wrong_order` found, so that a backward returning its
     gradients in the wrong order is not also blamed for needs_input_grad.
     """
-    judged = {k: r for k, r in records.items() if "contract" in r["outputs"]}
+    judged = {k: records[k] for k in inputs if "contract" in records[k]["outputs"]}
+    stale = next((k for k in judged if not _same_inputs(judged[k], inputs[k])), None)
     items = []
     for name, item, problem in (
         ("upstream gradient layouts", "layouts", _layouts_problem),
@@ -185,6 +194,8 @@ def contract_items(
         if not cases:
             continue
         found = next(((k, p) for k, r in cases.items() if (p := _forward_or(r, problem))), None)
+        if stale is not None:
+            found = (stale, "not checked: the evidence was recorded on other inputs than this grading's")
         if found:
             items.append(Item(name, False, f"in case {found[0]}, {found[1]}", weight))
         else:
@@ -198,6 +209,13 @@ _PASSED = {
     "ctx": "no tensor kept on a ctx attribute",
     "vmap": "vmap over each argument gives your own result slice by slice",
 }
+
+
+def _same_inputs(record: Record, expected: dict[str, Any]) -> bool:
+    ran = record["outputs"]["contract"].get("inputs", {})
+    return set(ran) == set(expected) and all(
+        np.array_equal(np.asarray(ran[k]), np.asarray(v)) for k, v in expected.items()
+    )
 
 
 def _forward_or(record: Record, problem: Any) -> str | None:
