@@ -867,3 +867,33 @@ def test_the_function_contract_names_no_mistake_it_did_not_see():
 def test_the_function_contract_accepts_its_correct_variants(capfd):
     _assert_full(checks.LINEAR_FUNCTION_FUNC, FuncReshapesUpstream, capfd=capfd)
     _assert_full(checks.DOUBLE_BACKWARD, Cube, NumpyCube, capfd=capfd)
+
+
+class CubeScalesUpstream(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.mul_(3 * x**2)
+
+
+class SceScalesUpstream(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        probs, targets = ctx.saved_tensors
+        n = probs.shape[0]
+        grad = probs.clone()
+        grad[torch.arange(n), targets] -= 1.0
+        return grad * grad_output.div_(n), None
+
+
+@pytest.mark.parametrize(
+    ("check", "learner"),
+    [
+        ("DOUBLE_BACKWARD", (CubeScalesUpstream, NumpyCube)),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceScalesUpstream,)),
+    ],
+)
+def test_inputs_unchanged_watched_the_upstream_gradient(check, learner):
+    report = grade(getattr(checks, check), *learner)
+    lost = next(i for i in report.items if i.name == "inputs unchanged")
+    assert not lost.passed and "changed its argument grad_output in place" in lost.message, report.render()

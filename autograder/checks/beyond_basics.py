@@ -236,7 +236,9 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     x = tensor(data["x"], True)
     y = cube.apply("forward", [x], outputs=("y",))
     cube.snapshot("forward", {"x": x})
-    cube.grads("autograd", y, {"dx": x}, tensor(data["g"]), after=("forward",))
+    g = tensor(data["g"])
+    cube.grads("autograd", y, {"dx": x}, g, after=("forward",))
+    cube.snapshot("autograd", {"grad_output": g})
 
     def cube_second_step() -> dict[str, Any]:
         g = tensor(data["g"], True)
@@ -257,7 +259,9 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     xn = tensor(data["x"], True)
     yn = npc.apply("forward", [xn], outputs=("y",))
     npc.snapshot("forward", {"x": xn})
-    npc.grads("autograd", yn, {"dx": xn}, tensor(data["g"]), after=("forward",))
+    gn = tensor(data["g"])
+    npc.grads("autograd", yn, {"dx": xn}, gn, after=("forward",))
+    npc.snapshot("autograd", {"grad_output": gn})
 
     def twice_step() -> dict[str, Any]:
         # the upstream gradient requires grad, so a second derivative is asked for through backward
@@ -485,6 +489,7 @@ def collect_softmax_cross_entropy_function(fn_cls: Any, *, seed: int = 0) -> Evi
         loss = run.apply("forward", [scores, y], outputs=("loss",))
         run.snapshot("forward", {"scores": scores, "y": y})
         run.grads("autograd", loss, {"dscores": scores}, upstream, after=("forward",))
+        run.snapshot("autograd", {"grad_output": upstream})
         out = run.apply("direct: apply", [scores, y], after=("forward",), record=False)
         run.direct("direct", out, upstream, after=("direct: apply",), inspect=False)
         run.snapshot("backward", {"scores": scores, "y": y})

@@ -461,8 +461,8 @@ def grade_double_backward(evidence: Evidence) -> Report:
         )
     )
     report.add(_once_differentiable_item(npc, v))
-    report.add(tensors_unchanged_item(evidence["cases"], {"Cube": {"x": x}, "NumpyCube": {"x": x}}))
     ran = {"x": x, "grad_output": g}
+    report.add(tensors_unchanged_item(evidence["cases"], {"Cube": ran, "NumpyCube": ran}))
     for item in contract_items(evidence["cases"], "Cube", {"Cube": ran, "NumpyCube": ran}):
         report.add(item)
     add_notes(report, evidence["cases"].values())
@@ -784,6 +784,8 @@ def grade_softmax_cross_entropy_function(evidence: Evidence) -> Report:
     )
     report.add(hard_inputs_item(cases, datas, refs))
     originals = {lab: {"scores": d["scores"], "y": d["y"]} for lab, d in datas.items()}
+    for lab, d in datas.items():
+        originals[lab]["grad_output"] = np.asarray(d["u"])
     report.add(tensors_unchanged_item(cases, originals))
     ran = {"scores": data["scores"], "y": data["y"], "grad_output": np.asarray(data["u"])}
     for item in contract_items(cases, "SoftmaxCrossEntropy", {main: ran}):
