@@ -897,3 +897,27 @@ def test_inputs_unchanged_watched_the_upstream_gradient(check, learner):
     report = grade(getattr(checks, check), *learner)
     lost = next(i for i in report.items if i.name == "inputs unchanged")
     assert not lost.passed and "changed its argument grad_output in place" in lost.message, report.render()
+
+
+class FuncGradFromOutput(LinearFunctionFunc):
+    """Saves the output where the input belongs: grad_weight comes out (M, M)."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias = (*inputs, None)[:3]
+        ctx.save_for_backward(output, weight, bias)
+
+
+@pytest.mark.parametrize(
+    ("check", "learner", "says"),
+    [
+        ("LEGENDRE", LegendreKeepdim, "Likely mistake: an extra leading size-1 axis"),
+        ("LINEAR_FUNCTION_FUNC", BiasNotReduced, "Likely mistake: not summed over the leading axes (4,)"),
+        ("LINEAR_FUNCTION_FUNC", FuncGradFromOutput, "Autograd refuses it: the shapes do not broadcast"),
+    ],
+)
+def test_a_wrong_gradient_shape_is_explained_by_what_autograd_does_with_it(check, learner, says):
+    report = grade(getattr(checks, check), learner)
+    message = next(i.message for i in report.items if i.name == "direct backward")
+    assert says in message, report.render()
+    assert "silently sums" not in message or "Likely mistake: not summed" in message, report.render()

@@ -80,6 +80,29 @@ def _verdict_item(
     return error_or_verdicts(name, error, [] if error else verdicts(), weight)
 
 
+def _shape_mistake(got: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """Why a gradient of shape ``got`` is wrong for an input of ``shape``: autograd sums it down
+    silently only when ``shape`` broadcasts to ``got`` (docs/checks.md item 8), and refuses it
+    otherwise; the mistake is named only when the extra axes lead and the rest is the input's shape."""
+    lead, rest = got[: len(got) - len(shape)], got[len(got) - len(shape) :]
+    if len(got) < len(shape):
+        return " Autograd refuses a gradient with fewer axes than its input."
+    if rest != shape:
+        broadcast = all(s in (1, g) for s, g in zip(shape, rest, strict=True))
+        if broadcast:
+            return " Autograd silently sums such a gradient down to the input's shape; reduce it yourself."
+        return " Autograd refuses it: the shapes do not broadcast."
+    if all(n == 1 for n in lead):
+        return (
+            f" Likely mistake: an extra leading size-1 axis (keepdim=True, or unsqueeze): autograd silently "
+            f"removes it, so .backward() and gradcheck pass; return shape {shape}."
+        )
+    return (
+        f" Likely mistake: not summed over the leading axes {lead} (the batch): autograd silently sums "
+        f"such a gradient, so .backward() and gradcheck pass; sum over every leading axis yourself."
+    )
+
+
 def _exact_shapes_item(
     name: str,
     record: Record,
@@ -112,10 +135,7 @@ def _exact_shapes_item(
             why = (
                 f" Likely mistake: {likely}."
                 if likely in known
-                else " Autograd silently sums such a gradient down to the right shape; reduce it "
-                "yourself (e.g. sum over every leading axis)."
-                if value.ndim >= len(shape)
-                else " Autograd refuses a gradient with fewer axes than its input."
+                else _shape_mistake(tuple(value.shape), shape)
             )
             return Item(
                 name,
