@@ -707,3 +707,235 @@ def test_func_squeezed_bias_gradient_loses_the_size_one_item_with_the_squeeze_na
     assert [i.name for i in lost] == ["in = 1, out = 1"], report.render()
     assert "when out=1" in lost[0].message and ".squeeze(0)" in lost[0].message
     assert "silently sums" not in lost[0].message
+
+
+# ------------------------------------------------------------------------------------------------
+# The one Function contract (docs/checks.md items 10, 11, 12, 30, 31, 32), as in notebook 04
+# ------------------------------------------------------------------------------------------------
+
+
+class FuncIgnoresNeeds(LinearFunctionFunc):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        return grad_output.mm(weight), grad_output.t().mm(input), grad_output.sum(0)
+
+
+class FuncViewsUpstream(LinearFunctionFunc):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        g = grad_output.view(-1).view(grad_output.shape)
+        grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
+        return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+
+
+class FuncReshapesUpstream(LinearFunctionFunc):
+    """The right fix of FuncViewsUpstream: .reshape copies when it must."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        g = grad_output.reshape(-1).reshape(grad_output.shape)
+        grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
+        return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+
+
+class FuncInPlaceBias(LinearFunctionFunc):
+    @staticmethod
+    def forward(input, weight, bias=None):
+        output = input.mm(weight.t())
+        if bias is not None:
+            output += bias
+        return output
+
+
+class FuncCtxAttributes(LinearFunctionFunc):
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias = (*inputs, None)[:3]
+        ctx.save_for_backward(input, weight, bias)
+        ctx.x = input
+
+
+class BatchedViewsUpstream(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        flat_grad = grad_output.view(-1, weight.shape[0])
+        grad_input = grad_output.matmul(weight) if ctx.needs_input_grad[0] else None
+        flat_input = input.reshape(-1, weight.shape[1])
+        grad_weight = flat_grad.t().mm(flat_input) if ctx.needs_input_grad[1] else None
+        grad_bias = flat_grad.sum(0) if bias is not None and ctx.needs_input_grad[2] else None
+        return grad_input, grad_weight, grad_bias
+
+
+class BatchedIgnoresNeeds(LinearFunction):
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        flat_grad = grad_output.reshape(-1, weight.shape[0])
+        grad_weight = flat_grad.t().mm(input.reshape(-1, weight.shape[1]))
+        return grad_output.matmul(weight), grad_weight, flat_grad.sum(0) if bias is not None else None
+
+
+class SceGlobalShift(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        e = (scores - scores.max()).exp()
+        probs = e / e.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(probs, targets)
+        return -probs[torch.arange(scores.shape[0]), targets].log().mean()
+
+
+class SceLogOfSoftmax(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        e = (scores - scores.max(dim=1, keepdim=True).values).exp()
+        probs = e / e.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(probs, targets)
+        return -probs.log()[torch.arange(scores.shape[0]), targets].mean()
+
+
+class SceOneHotFromLabels(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        probs, targets = ctx.saved_tensors
+        one_hot = torch.nn.functional.one_hot(targets).to(probs.dtype)
+        return (probs - one_hot) * (grad_output / probs.shape[0]), None
+
+
+class SceProbsOnCtx(SoftmaxCrossEntropy):
+    @staticmethod
+    def forward(ctx, scores, targets):
+        loss = SoftmaxCrossEntropy.forward(ctx, scores, targets)
+        ctx.probs = ctx.to_save[0]
+        return loss
+
+
+class MaxMaskFromValues(MaxWithIndex):
+    """Sends the gradient to every entry equal to the row's maximum: right without ties."""
+
+    @staticmethod
+    def forward(ctx, scores):
+        values, indices = scores.max(dim=1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(scores, values)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        scores, values = ctx.saved_tensors
+        return (scores == values.unsqueeze(1)) * grad_values.unsqueeze(1)
+
+
+def test_a_tie_at_the_maximum_is_named():
+    report = grade(checks.CTX_FEATURES, MaxMaskFromValues, InplaceReLU, SquareAndCube)
+    assert {i.name for i in report.items if not i.passed} == {"MaxWithIndex: ties"}, report.render()
+    assert "Likely mistake: the gradient goes to every entry equal to the maximum" in report.render()
+
+
+class CubeOnCtx(Cube):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        ctx.save_for_backward(x)
+        return x**3
+
+
+@pytest.mark.parametrize(
+    ("check", "learner", "item", "says"),
+    [
+        ("LINEAR_FUNCTION_FUNC", (FuncIgnoresNeeds,), "needs_input_grad respected", "never consulted"),
+        ("LINEAR_FUNCTION_FUNC", (FuncViewsUpstream,), "upstream gradient layouts", ".view on grad_output"),
+        ("LINEAR_FUNCTION_FUNC", (FuncInPlaceBias,), "vmap over every argument", "output = output + bias"),
+        ("LINEAR_FUNCTION_FUNC", (FuncCtxAttributes,), "save_for_backward", "ctx.x"),
+        ("DOUBLE_BACKWARD", (CubeOnCtx, NumpyCube), "save_for_backward", "ctx.x"),
+        ("BATCHED_LINEAR", (BatchedViewsUpstream,), "upstream gradient layouts", ".view on grad_output"),
+        ("BATCHED_LINEAR", (BatchedIgnoresNeeds,), "needs_input_grad respected", "never consulted"),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceGlobalShift,), "rows far apart", "global maximum"),
+        (
+            "SOFTMAX_CROSS_ENTROPY_FUNCTION",
+            (SceLogOfSoftmax,),
+            "true class at the bottom",
+            "underflowed to 0",
+        ),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceOneHotFromLabels,), "a class left out", "one-hot sized from"),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceProbsOnCtx,), "save_for_backward", "ctx.probs"),
+        ("LEGENDRE", (LegendreInPlace,), "inputs unchanged", "changed its argument grad_output"),
+        ("LEGENDRE", (LegendreInPlace,), "upstream gradient layouts", "grad_output"),
+    ],
+)
+def test_the_function_contract_rejects_and_names(check, learner, item, says):
+    _assert_wrong(getattr(checks, check), *learner, item=item, says=says)
+
+
+def test_the_function_contract_names_no_mistake_it_did_not_see():
+    """A needs_input_grad mistake is not a layout or ctx mistake, and the reverse."""
+    contract = {"needs_input_grad respected", "upstream gradient layouts", "vmap over every argument"}
+    contract.add("tensors saved with save_for_backward")
+    for learner, item in (
+        (FuncIgnoresNeeds, "needs_input_grad respected"),
+        (FuncViewsUpstream, "upstream gradient layouts"),
+    ):
+        report = grade(checks.LINEAR_FUNCTION_FUNC, learner)
+        assert {i.name for i in report.items if not i.passed} & contract == {item}, report.render()
+
+
+def test_the_function_contract_accepts_its_correct_variants(capfd):
+    _assert_full(checks.LINEAR_FUNCTION_FUNC, FuncReshapesUpstream, capfd=capfd)
+    _assert_full(checks.DOUBLE_BACKWARD, Cube, NumpyCube, capfd=capfd)
+
+
+class CubeScalesUpstream(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.mul_(3 * x**2)
+
+
+class SceScalesUpstream(SoftmaxCrossEntropy):
+    @staticmethod
+    def backward(ctx, grad_output):
+        probs, targets = ctx.saved_tensors
+        n = probs.shape[0]
+        grad = probs.clone()
+        grad[torch.arange(n), targets] -= 1.0
+        return grad * grad_output.div_(n), None
+
+
+@pytest.mark.parametrize(
+    ("check", "learner"),
+    [
+        ("DOUBLE_BACKWARD", (CubeScalesUpstream, NumpyCube)),
+        ("SOFTMAX_CROSS_ENTROPY_FUNCTION", (SceScalesUpstream,)),
+    ],
+)
+def test_inputs_unchanged_watched_the_upstream_gradient(check, learner):
+    report = grade(getattr(checks, check), *learner)
+    lost = next(i for i in report.items if i.name == "inputs unchanged")
+    assert not lost.passed and "changed its argument grad_output in place" in lost.message, report.render()
+
+
+class FuncGradFromOutput(LinearFunctionFunc):
+    """Saves the output where the input belongs: grad_weight comes out (M, M)."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias = (*inputs, None)[:3]
+        ctx.save_for_backward(output, weight, bias)
+
+
+@pytest.mark.parametrize(
+    ("check", "learner", "says"),
+    [
+        ("LEGENDRE", LegendreKeepdim, "Likely mistake: an extra leading size-1 axis"),
+        ("LINEAR_FUNCTION_FUNC", BiasNotReduced, "Likely mistake: not summed over the leading axes (4,)"),
+        ("LINEAR_FUNCTION_FUNC", FuncGradFromOutput, "Autograd refuses it: the shapes do not broadcast"),
+    ],
+)
+def test_a_wrong_gradient_shape_is_explained_by_what_autograd_does_with_it(check, learner, says):
+    report = grade(getattr(checks, check), learner)
+    message = next(i.message for i in report.items if i.name == "direct backward")
+    assert says in message, report.render()
+    assert "silently sums" not in message or "Likely mistake: not summed" in message, report.render()

@@ -219,7 +219,7 @@ def test_exp_mistakes() -> None:
     report = grade(checks.EXP, ExpInPlace)
     assert "through autograd" in failed(report)
     assert "inputs unchanged" in failed(report)
-    assert "grad_output was changed in place" in item(report, "inputs unchanged").message
+    assert "changed its argument grad_output in place" in item(report, "inputs unchanged").message
 
     report = grade(checks.EXP, ExpUsesSavedInput)
     assert report.score < 0.5
@@ -370,6 +370,10 @@ def test_ignoring_needs_input_grad_loses_only_that_item() -> None:
     report = grade(checks.LINEAR_FUNCTION, IgnoresNeedsInputGrad)
     assert failed(report) == {"needs_input_grad"}
     assert "ctx.needs_input_grad" in item(report, "needs_input_grad").message
+    assert (
+        "Likely mistake: ctx.needs_input_grad[0] is never consulted"
+        in item(report, "needs_input_grad").message
+    )
     assert 5.0 < report.score < 6.0
 
 
@@ -405,6 +409,10 @@ def test_bias_gated_on_the_wrong_entry_of_needs_input_grad() -> None:
     report = grade(checks.LINEAR_FUNCTION, BiasGatedOnWrongEntry)
     assert {"mixed requires_grad", "needs_input_grad"} <= failed(report)
     assert "only bias requires grad" in item(report, "mixed requires_grad").message
+    message = item(report, "needs_input_grad").message
+    assert (
+        "Likely mistake: bias's gradient is gated on ctx.needs_input_grad[1], the entry of weight" in message
+    )
 
 
 def test_linear_function_jacobian_evidence_is_float64() -> None:
@@ -924,7 +932,7 @@ def test_a_backward_that_writes_into_its_saved_input_is_told_so() -> None:
     report = grade(checks.MY_RELU, ReLUMaskInSavedInput)
     assert "inputs unchanged" in failed(report)
     message = item(report, "inputs unchanged").message
-    assert "x was changed in place" in message and "backward wrote into the saved x" in message
+    assert "changed its argument x in place" in message and "backward wrote into the saved x" in message
     assert "grad_output" not in message and "dout" not in message
 
 
@@ -1057,3 +1065,61 @@ def test_bias_summed_with_keepdim_is_not_called_unsummed_at_n_1() -> None:
 
     report = grade(checks.LINEAR_FUNCTION, BiasNotSummed)
     assert "Likely mistake: grad_output returned without .sum(0)" in item(report, "grad_bias").message
+
+
+# ------------------------------------------------------------------------------------------------
+# The one Function contract (docs/checks.md items 30 and 31) and the order of the gradients
+# ------------------------------------------------------------------------------------------------
+
+GradientsSwapped = changed_backward(
+    "GradientsSwapped", LinearFunction, lambda gx, gw, gb, grad_output: (gw, gx, gb)
+)
+
+
+def test_gradients_in_the_wrong_order_are_named_as_such_and_nothing_else():
+    report = grade(checks.LINEAR_FUNCTION, GradientsSwapped)
+    assert report.score < checks.LINEAR_FUNCTION.points
+    text = report.render()
+    assert "returns the gradients in the wrong order (grad_weight, grad_input, grad_bias)" in text, text
+    assert "needs_input_grad[0] is False" not in text, text
+    assert item(report, "needs_input_grad").passed, text
+    for i in report.items:
+        assert i.passed or "wrong order" in i.message, text
+
+
+class ReLUViewsUpstream(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.view(-1).view(grad_output.shape) * (x > 0)
+
+
+class ReLUWritesUpstream(MyReLU):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        grad_output[x <= 0] = 0
+        return grad_output
+
+
+class ReLUReshapesUpstream(MyReLU):
+    """The right fix of ReLUViewsUpstream."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output.reshape(-1).reshape(grad_output.shape) * (x > 0)
+
+
+@pytest.mark.parametrize(
+    ("learner", "says"),
+    [(ReLUViewsUpstream, ".view on grad_output"), (ReLUWritesUpstream, "grad_output")],
+)
+def test_every_upstream_layout_is_sent_to_backward(learner, says):
+    report = grade(checks.MY_RELU, learner)
+    lost = item(report, "upstream gradient layouts")
+    assert not lost.passed and says in lost.message, report.render()
+
+
+def test_a_backward_that_reshapes_its_upstream_gradient_keeps_full_marks():
+    assert grade(checks.MY_RELU, ReLUReshapesUpstream).score == checks.MY_RELU.points

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
+from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import FAILED, FunctionRun, label_of, observed, tensor
 
 # --------------------------------------------------------------------------------------------
@@ -61,14 +62,23 @@ def _linear_steps(run: FunctionRun, data: dict[str, np.ndarray]) -> dict[str, to
     leaves = {"dx": tensor(data["x"], True), "dW": tensor(data["W"], True), "db": tensor(data["b"], True)}
     out = run.apply("forward", list(leaves.values()))
     run.snapshot("forward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
-    run.grads("autograd", out, leaves, tensor(data["g"]), after=("forward",))
+    g = tensor(data["g"])
+    run.grads("autograd", out, leaves, g, after=("forward",))
+    run.snapshot("autograd", {"grad_output": g})
     return leaves
 
 
 def _direct_step(run: FunctionRun, leaves: dict[str, torch.Tensor], g: np.ndarray) -> None:
     """``direct``: backward called directly on the output of a fresh apply, with ``g`` upstream."""
     out = run.apply("direct: apply", list(leaves.values()), after=("forward",), record=False)
-    run.direct("direct", out, tensor(g), after=("direct: apply",), inspect=False)
+    upstream = tensor(g)
+    run.direct("direct", out, upstream, after=("direct: apply",), inspect=False)
+    run.snapshot("direct", {"grad_output": upstream})
+
+
+def _stack(value: np.ndarray) -> np.ndarray:
+    """A stack of B distinct values shaped like ``value``, for vmap over that argument."""
+    return np.stack([value * (1.0 + 0.5 * k) - 0.25 * k for k in range(FUNC_SIZES["B"])])
 
 
 def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
@@ -121,6 +131,10 @@ def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
             run.collect("vmap", vmap_step, after=("forward",), name=f"torch.func.vmap over {label}")
             run.collect("func_grad", func_grad_step, after=("forward",), name=f"torch.func.grad of {label}")
         run.snapshot("backward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
+        spec = [("x", data["x"], True), ("W", data["W"], True), ("b", data["b"], True)]
+        if index == 0:  # the contract once, as in notebook 04: the size-1 edges have their own item
+            stacks = {"x": _stack(data["x"]), "W": data["Ws"], "b": _stack(data["b"])}
+            collect_contract(run, spec, data["g"], vmap=stacks)
         cases[case] = run.record
     return {"check": "linear_function_func", "seed": seed, "cases": cases}
 
@@ -179,6 +193,8 @@ def collect_batched_linear(fn_cls: Any, *, seed: int = 0) -> Evidence:
                 return {"weight_only_out": freeze(out), "weight_only_dW": freeze(dW)}
 
             run.collect("weight_only", weight_only_step, after=("forward",), name=f"{label}.apply(x, W)")
+            spec = [("x", data["x"], True), ("W", data["W"], True), ("b", data["b"], True)]
+            collect_contract(run, spec, data["g"])
         run.snapshot("backward", {"x": leaves["dx"], "W": leaves["dW"], "b": leaves["db"]})
         cases[case] = run.record
     return {"check": "batched_linear", "seed": seed, "cases": cases}
@@ -220,7 +236,9 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     x = tensor(data["x"], True)
     y = cube.apply("forward", [x], outputs=("y",))
     cube.snapshot("forward", {"x": x})
-    cube.grads("autograd", y, {"dx": x}, tensor(data["g"]), after=("forward",))
+    g = tensor(data["g"])
+    cube.grads("autograd", y, {"dx": x}, g, after=("forward",))
+    cube.snapshot("autograd", {"grad_output": g})
 
     def cube_second_step() -> dict[str, Any]:
         g = tensor(data["g"], True)
@@ -235,12 +253,15 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     out = cube.apply("direct: apply", [x], after=("forward",), record=False)
     cube.direct("direct", out, tensor(data["g"]), after=("direct: apply",), inspect=False)
     cube.snapshot("backward", {"x": x})
+    collect_contract(cube, [("x", data["x"], True)], data["g"])
 
     npc = FunctionRun(numpy_cube_cls, label_of(numpy_cube_cls, "NumpyCube"))
     xn = tensor(data["x"], True)
     yn = npc.apply("forward", [xn], outputs=("y",))
     npc.snapshot("forward", {"x": xn})
-    npc.grads("autograd", yn, {"dx": xn}, tensor(data["g"]), after=("forward",))
+    gn = tensor(data["g"])
+    npc.grads("autograd", yn, {"dx": xn}, gn, after=("forward",))
+    npc.snapshot("autograd", {"grad_output": gn})
 
     def twice_step() -> dict[str, Any]:
         # the upstream gradient requires grad, so a second derivative is asked for through backward
@@ -254,6 +275,7 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
 
     npc.collect("twice", twice_step, after=("forward",), name=f"differentiating {npc.label} twice")
     npc.snapshot("backward", {"x": xn})
+    collect_contract(npc, [("x", data["x"], True)], data["g"])
     return {"check": "double_backward", "seed": seed, "cases": {"Cube": cube.record, "NumpyCube": npc.record}}
 
 
@@ -276,12 +298,13 @@ CTX_N, CTX_C = 4, 5
 
 
 def ctx_inputs(seed: int) -> dict[str, np.ndarray]:
-    """Scores (4, 5) for MaxWithIndex with an upstream (4,); a (4, 5) input with exact zeros for the
-    in-place ReLU with an upstream; a (6,) input for SquareAndCube with two upstreams."""
+    """Scores (4, 5) for MaxWithIndex with an upstream (4,), and scores with a tie at each row's
+    maximum; a (4, 5) input with exact zeros for the in-place ReLU with an upstream; a (6,) input for
+    SquareAndCube with two upstreams."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((CTX_N, CTX_C))
     a[0, :2] = 0.0
-    return {
+    data = {
         "s": rng.standard_normal((CTX_N, CTX_C)),
         "gv": rng.standard_normal(CTX_N),
         "a": a,
@@ -290,6 +313,13 @@ def ctx_inputs(seed: int) -> dict[str, np.ndarray]:
         "g2": rng.standard_normal(6),
         "g3": rng.standard_normal(6),
     }
+    # each row's maximum twice, at two positions drawn per seed (docs/checks.md item 32)
+    ties = rng.standard_normal((CTX_N, CTX_C))
+    for row in ties:
+        i, j = rng.choice(CTX_C, 2, replace=False)
+        row[i] = row[j] = np.abs(row).max() + 1.0
+    data["ties"] = ties
+    return data
 
 
 def collect_ctx_features(max_cls: Any, relu_cls: Any, sc_cls: Any, *, seed: int = 0) -> Evidence:
@@ -326,6 +356,14 @@ def collect_ctx_features(max_cls: Any, relu_cls: Any, sc_cls: Any, *, seed: int 
     values, zeros = (out[0], torch.zeros_like(out[1])) if out is not FAILED else (FAILED, None)
     mx.direct("direct", values, tensor(data["gv"]), zeros, after=("direct: apply",))
     mx.snapshot("backward", {"s": s})
+
+    def ties_step() -> dict[str, Any]:
+        st = tensor(data["ties"], True)
+        values, indices = max_cls.apply(st)
+        (grad,) = torch.autograd.grad(values, [st], tensor(data["gv"]))
+        return {"ties": {"values": freeze(values), "indices": freeze(indices), "grad": freeze(grad)}}
+
+    mx.collect("ties", ties_step, after=("forward",), name=f"{mx.label} on rows with a tie")
 
     rl = FunctionRun(relu_cls, label_of(relu_cls, "InplaceReLU"))
     a = tensor(data["a"], True)
@@ -407,21 +445,57 @@ def sce_inputs(seed: int, n: int, c: int, scale: float) -> dict[str, Any]:
     }
 
 
+#: Inputs where the lucky implementations break (docs/checks.md items 6, 23 and 32): score rows
+#: hundreds apart (a shift by the global maximum leaves a row of zeros, 0/0), the true class at the
+#: bottom of a row of large scores (log(softmax) takes the log of an underflowed 0), and labels that
+#: leave the last class out (a one-hot sized from the labels has too few columns).
+SCE_OPT_OUT = {"layouts": "the loss is a scalar: its upstream gradient has one layout only"}
+SCE_HARD = ("rows hundreds apart", "true class at the bottom", "labels leave a class out")
+
+
+def sce_hard_inputs(seed: int, kind: str) -> dict[str, Any]:
+    """One of :data:`SCE_HARD`'s cases, drawn from ``seed``: scores (N, C), labels (N,), upstream u."""
+    rng = np.random.default_rng(seed)
+    n, c = 4, 5
+    scores = rng.standard_normal((n, c))
+    y = rng.integers(0, c, n)
+    if kind == "rows hundreds apart":
+        scores = scores + 450.0 * np.array([1.0, -1.0, 0.5, -0.5])[:, None]
+    elif kind == "true class at the bottom":
+        scores = scores * 600.0
+        y = scores.argmin(axis=1)
+    else:
+        y = rng.permutation(np.arange(c - 1).repeat(2))[:n]
+        y[0] = c - 2  # the largest label present is C - 2: class C - 1 is left out
+    return {"scores": scores, "y": y.astype(np.int64), "u": float(rng.uniform(0.5, 2.0))}
+
+
+def all_sce_inputs(seed: int) -> dict[str, dict[str, Any]]:
+    """Every case of the check, by label: :data:`SCE_CASES`, then :data:`SCE_HARD`."""
+    cases = {lab: sce_inputs(case_seed(seed, i), *dims) for i, (lab, dims) in enumerate(SCE_CASES.items())}
+    for i, kind in enumerate(SCE_HARD, start=len(SCE_CASES)):
+        cases[kind] = sce_hard_inputs(case_seed(seed, i), kind)
+    return cases
+
+
 def collect_softmax_cross_entropy_function(fn_cls: Any, *, seed: int = 0) -> Evidence:
     """Run the learner's ``SoftmaxCrossEntropy`` on each case: loss, gradient, a direct backward call."""
     label = label_of(fn_cls, "SoftmaxCrossEntropy")
     cases = {}
-    for index, (case, dims) in enumerate(SCE_CASES.items()):
-        data = sce_inputs(case_seed(seed, index), *dims)
+    for index, (case, data) in enumerate(all_sce_inputs(seed).items()):
         run = FunctionRun(fn_cls, label)
         scores, y = tensor(data["scores"], True), tensor(data["y"])
         upstream = torch.tensor(data["u"], dtype=torch.float64)
         loss = run.apply("forward", [scores, y], outputs=("loss",))
         run.snapshot("forward", {"scores": scores, "y": y})
         run.grads("autograd", loss, {"dscores": scores}, upstream, after=("forward",))
+        run.snapshot("autograd", {"grad_output": upstream})
         out = run.apply("direct: apply", [scores, y], after=("forward",), record=False)
         run.direct("direct", out, upstream, after=("direct: apply",), inspect=False)
         run.snapshot("backward", {"scores": scores, "y": y})
+        if index == 0:
+            spec = [("scores", data["scores"], True), ("y", data["y"], False)]
+            collect_contract(run, spec, np.array(data["u"]), opt_out=SCE_OPT_OUT)
         cases[case] = run.record
     return {"check": "softmax_cross_entropy_function", "seed": seed, "cases": cases}
 
@@ -463,12 +537,16 @@ def collect_legendre(fn_cls: Any, *, seed: int = 0) -> Evidence:
     x = tensor(data["x"], True)
     y = run.apply("forward", [x], outputs=("y",))
     run.snapshot("forward", {"x": x})
-    run.grads("autograd", y, {"dx": x}, tensor(data["g"]), after=("forward",))
+    g = tensor(data["g"])
+    run.grads("autograd", y, {"dx": x}, g, after=("forward",))
+    run.snapshot("autograd", {"grad_output": g})
     y = run.apply("sum: apply", [x], after=("forward",), record=False)
     run.grads("sum", y, {"dx": x}, None, after=("sum: apply",))
     y = run.apply("direct: apply", [x], after=("forward",), record=False)
-    run.direct("direct", y, tensor(data["g"]), after=("direct: apply",), inspect=False)
-    run.snapshot("backward", {"x": x})
+    g = tensor(data["g"])
+    run.direct("direct", y, g, after=("direct: apply",), inspect=False)
+    run.snapshot("backward", {"x": x, "grad_output": g})
+    collect_contract(run, [("x", data["x"], True)], data["g"])
     return {"check": "legendre", "seed": seed, "cases": {"x (7,)": run.record}}
 
 

@@ -22,6 +22,7 @@ The graders are in :mod:`autograder.grading.custom_functions`.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from torch import nn
 
 from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, freeze_losses, register, run_check
+from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import Arg, returned, run_function
 from autograder.checks.jacobian_layers import DTYPES, PLANTED, jacobian_inputs, planted_layer, tanh_linear
 
@@ -71,6 +73,19 @@ ELEMENTWISE: dict[str, dict[str, Any]] = {
 }
 
 
+#: The Function contract's items these exercises judge with items of their own, and which.
+ELEMENTWISE_OPT_OUT: dict[str, dict[str, str]] = {
+    "mul_constant": {"ctx": "judged by the item 'tensors via save_for_backward'"},
+    "exp": {"ctx": "judged by the item 'saves its output' (what Exp saves is its lesson)"},
+    "my_relu": {"ctx": "judged by the item 'tensors via save_for_backward'"},
+}
+#: The same for LinearFunction, whose mixed requires_grad cases are items of their own.
+LINEAR_OPT_OUT = {
+    "ctx": "judged by the item 'tensors via save_for_backward'",
+    "needs_input_grad": "judged by the items 'needs_input_grad' and 'mixed requires_grad' over four cases",
+}
+
+
 def elementwise_inputs(kind: str, seed: int) -> dict[str, dict[str, Any]]:
     """Every case of an elementwise check: ``{label: {"x", "grad_output", "constant"}}``; x never 0
     except in MyReLU's special case, where it has exact zeros (the gradient there is 0, as in torch)."""
@@ -102,7 +117,9 @@ def collect_elementwise(kind: str, fn_cls: Any, *, seed: int = 0) -> Evidence:
         stages = ("direct", "autograd", "sum", "jacobian") if index == 0 else ("direct", "autograd")
         if kind == "exp" and index == 2:
             stages = ("direct", "inplace")
-        cases[case] = run_function(fn_cls, _elementwise_spec(kind, data), data["grad_output"], label, stages)
+        spec, g = _elementwise_spec(kind, data), data["grad_output"]
+        then = partial(collect_contract, spec=spec, grad_output=g, opt_out=ELEMENTWISE_OPT_OUT[kind])
+        cases[case] = run_function(fn_cls, spec, g, label, stages, then=then if index == 0 else None)
     return {"check": kind, "seed": seed, "cases": cases}
 
 
@@ -195,8 +212,10 @@ def collect_linear_function(LinearFunction: Any, *, seed: int = 0) -> Evidence:
     cases = {}
     for label, data in linear_function_inputs(seed).items():
         stages = ("direct", "autograd", "sum", "jacobian") if label == MAIN else ("direct", "autograd")
+        spec, g = _linear_spec(data), data["grad_output"]
+        then = partial(collect_contract, spec=spec, grad_output=g, opt_out=LINEAR_OPT_OUT)
         cases[label] = run_function(
-            LinearFunction, _linear_spec(data), data["grad_output"], "LinearFunction", stages
+            LinearFunction, spec, g, "LinearFunction", stages, then=then if label == MAIN else None
         )
     return {"check": "linear_function", "seed": seed, "cases": cases}
 

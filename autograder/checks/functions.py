@@ -64,21 +64,31 @@ def make_args(spec: Sequence[Arg]) -> tuple[list[Any], dict[str, torch.Tensor]]:
     leaves: dict[str, torch.Tensor] = {}
     for name, value, requires_grad in spec:
         if isinstance(value, np.ndarray):
-            leaves[name] = tensor(value.astype(np.float64), requires_grad)
+            kind = np.int64 if np.issubdtype(value.dtype, np.integer) else np.float64
+            leaves[name] = tensor(value.astype(kind), requires_grad)
             args.append(leaves[name])
         else:
             args.append(value)
     return args, leaves
 
 
-def ctx_tensor_attributes(ctx: Any) -> list[str]:
-    """Names of ``ctx`` attributes that hold tensors (directly or in a list, tuple or dict).
+#: ``ctx`` attributes PyTorch itself sets (``mark_dirty``, ``mark_non_differentiable``,
+#: ``save_for_backward`` before it is read): tensors there are the learner's right use of ``ctx``.
+FRAMEWORK_ATTRIBUTES = frozenset({"dirty_tensors", "non_differentiable", "to_save", "saved_for_forward"})
 
-    ``ctx`` is the ``grad_fn`` of the Function's output; its ``__dict__`` holds exactly what forward
-    assigned as ``ctx.name = value``. Tensors belong in ``save_for_backward`` instead.
+
+def ctx_tensor_attributes(ctx: Any) -> list[str]:
+    """Names of ``ctx`` attributes the learner set that hold tensors (directly or in a list, tuple or
+    dict).
+
+    ``ctx`` is the ``grad_fn`` of the Function's output; its ``__dict__`` holds what forward assigned
+    as ``ctx.name = value``, and what PyTorch's own ``mark_*`` methods set there
+    (:data:`FRAMEWORK_ATTRIBUTES`, left out). Tensors belong in ``save_for_backward`` instead.
     """
     found = []
     for name, value in vars(ctx).items():
+        if name in FRAMEWORK_ATTRIBUTES:
+            continue
         items = list(value.values()) if isinstance(value, dict) else value
         if not isinstance(items, (list, tuple)):
             items = [items]
@@ -344,6 +354,7 @@ def run_function(
     grad_output: np.ndarray,
     label: str,
     stages: Sequence[str] = ("direct", "autograd"),
+    then: Callable[[FunctionRun], None] | None = None,
 ) -> Record:
     """Run a learner's Function on the arguments ``spec`` in the given stages; return the record.
 
@@ -357,6 +368,9 @@ def run_function(
     * ``jacobian``: the full float64 Jacobian (``outputs["jacobian"]``);
     * ``inplace``: the output doubled in place after forward, then differentiated (its error is the
       evidence: backward must refuse to read a saved output that changed).
+
+    ``then(run)``, when given, runs last (the Function contract's steps:
+    :func:`autograder.checks.function_contract.collect_contract`).
     """
     run = FunctionRun(fn_cls, label)
     args, leaves = make_args(spec)
@@ -381,6 +395,8 @@ def run_function(
             run.grads(stage, o, fresh, g, after=(f"{stage}: apply", *edited))
         if stage != "inplace":  # the check edits that output itself: the inputs are not judged there
             run.snapshot(stage, {**fresh, **({"grad_output": g} if g is not None else {})})
+    if then is not None:
+        then(run)
     return run.record
 
 

@@ -35,13 +35,13 @@ from autograder.checks.beyond_basics import (
     LINEAR_FUNCTION_FUNC,
     SCE_CASES,
     SOFTMAX_CROSS_ENTROPY_FUNCTION,
+    all_sce_inputs,
     batched_inputs,
     ctx_inputs,
     double_inputs,
     fit_legendre_data,
     func_inputs,
     legendre_inputs,
-    sce_inputs,
 )
 from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence, case_seed
@@ -49,6 +49,8 @@ from autograder.checks.functions import tensor
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS, TRAINING
 from autograder.grading import grader, reference, report_for
+from autograder.grading.function_contract import contract_items
+from autograder.grading.hard_inputs import hard_inputs_item, ties_item
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
     add_notes,
@@ -77,6 +79,29 @@ def _verdict_item(
     verdict is ok (the verdicts are computed only when every step ran)."""
     error = step_error(record, *steps)
     return error_or_verdicts(name, error, [] if error else verdicts(), weight)
+
+
+def _shape_mistake(got: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """Why a gradient of shape ``got`` is wrong for an input of ``shape``: autograd sums it down
+    silently only when ``shape`` broadcasts to ``got`` (docs/checks.md item 8), and refuses it
+    otherwise; the mistake is named only when the extra axes lead and the rest is the input's shape."""
+    lead, rest = got[: len(got) - len(shape)], got[len(got) - len(shape) :]
+    if len(got) < len(shape):
+        return " Autograd refuses a gradient with fewer axes than its input."
+    if rest != shape:
+        broadcast = all(s in (1, g) for s, g in zip(shape, rest, strict=True))
+        if broadcast:
+            return " Autograd silently sums such a gradient down to the input's shape; reduce it yourself."
+        return " Autograd refuses it: the shapes do not broadcast."
+    if all(n == 1 for n in lead):
+        return (
+            f" Likely mistake: an extra leading size-1 axis (keepdim=True, or unsqueeze): autograd silently "
+            f"removes it, so .backward() and gradcheck pass; return shape {shape}."
+        )
+    return (
+        f" Likely mistake: not summed over the leading axes {lead} (the batch): autograd silently sums "
+        f"such a gradient, so .backward() and gradcheck pass; sum over every leading axis yourself."
+    )
 
 
 def _exact_shapes_item(
@@ -111,10 +136,7 @@ def _exact_shapes_item(
             why = (
                 f" Likely mistake: {likely}."
                 if likely in known
-                else " Autograd silently sums such a gradient down to the right shape; reduce it "
-                "yourself (e.g. sum over every leading axis)."
-                if value.ndim >= len(shape)
-                else " Autograd refuses a gradient with fewer axes than its input."
+                else _shape_mistake(tuple(value.shape), shape)
             )
             return Item(
                 name,
@@ -260,8 +282,12 @@ def grade_linear_function_func(evidence: Evidence) -> Report:
             1.0,
         )
     )
-    originals = {label: {k: d[k] for k in ("x", "W", "b")} for label, d in datas.items()}
+    originals = {
+        label: {k: d[k] for k in ("x", "W", "b")} | {"grad_output": d["g"]} for label, d in datas.items()
+    }
     report.add(tensors_unchanged_item(cases, originals))
+    for item in contract_items(cases, "LinearFunctionFunc", {main_label: originals[main_label]}):
+        report.add(item)
     add_notes(report, cases.values())
     return report
 
@@ -364,8 +390,14 @@ def grade_batched_linear(evidence: Evidence) -> Report:
             )
         )
     report.add(
-        tensors_unchanged_item(cases, {lab: {k: d[k] for k in ("x", "W", "b")} for lab, d in datas.items()})
+        tensors_unchanged_item(
+            cases,
+            {lab: {"x": d["x"], "W": d["W"], "b": d["b"], "grad_output": d["g"]} for lab, d in datas.items()},
+        )
     )
+    main_inputs = {"x": data["x"], "W": data["W"], "b": data["b"], "grad_output": data["g"]}
+    for item in contract_items(cases, "LinearFunction", {main: main_inputs}):
+        report.add(item)
     add_notes(report, cases.values())
     return report
 
@@ -450,7 +482,10 @@ def grade_double_backward(evidence: Evidence) -> Report:
         )
     )
     report.add(_once_differentiable_item(npc, v))
-    report.add(tensors_unchanged_item(evidence["cases"], {"Cube": {"x": x}, "NumpyCube": {"x": x}}))
+    ran = {"x": x, "grad_output": g}
+    report.add(tensors_unchanged_item(evidence["cases"], {"Cube": ran, "NumpyCube": ran}))
+    for item in contract_items(evidence["cases"], "Cube", {"Cube": ran, "NumpyCube": ran}):
+        report.add(item)
     add_notes(report, evidence["cases"].values())
     return report
 
@@ -503,7 +538,7 @@ def _once_differentiable_item(record: Record, v: np.ndarray) -> Item:
 @grader(CTX_FEATURES)
 def grade_ctx_features(evidence: Evidence) -> Report:
     """Grade each of the three lessons by its effect: MaxWithIndex values and indices (0.5), indices
-    marked non-differentiable (0.5), its gradient with exact shape from a direct call (0.5);
+    marked non-differentiable (0.5), its gradient with exact shape from a direct call (0.5), ties (0.5);
     InplaceReLU returns its input object, modified (0.5), with the right values and gradient (0.5);
     SquareAndCube outputs and gradients when one or both outputs are used (0.5), its backward called
     directly with a None gradient (0.5), and backward receiving None, not zeros, for the unused
@@ -552,6 +587,8 @@ def grade_ctx_features(evidence: Evidence) -> Report:
             0.5,
         )
     )
+
+    report.add(ties_item(mx, data["ties"], data["gv"]))
 
     ro = rl["outputs"]
     report.add(
@@ -649,9 +686,13 @@ def _non_differentiable_problem(out: Record) -> str | None:
     if marked == [False, True]:
         return None
     if any(marked):
-        return "forward marked the values as non-differentiable: mark only the indices."
+        return (
+            "forward marked the values as non-differentiable. Likely mistake: ctx.mark_non_differentiable "
+            "given the values (or both outputs); mark only the indices."
+        )
     return (
-        "forward did not mark the indices with ctx.mark_non_differentiable(indices): int64 indices "
+        "forward did not mark the indices. Likely mistake: ctx.mark_non_differentiable(indices) is never "
+        "called in forward: int64 indices "
         "never require grad, so nothing fails today, but autograd is not told that this output has "
         "no gradient (a float mask or count returned the same way would require grad and get one)."
     )
@@ -660,11 +701,15 @@ def _non_differentiable_problem(out: Record) -> str | None:
 def _dirty_problem(out: Record) -> str | None:
     if out.get("version_bumped") is not True:
         return (
-            "the input was not modified in place (its version counter did not change): use clamp_ "
-            "or an indexed assignment on the input itself."
+            "the input was not modified in place (its version counter did not change). Likely mistake: "
+            "the ReLU is computed out of place (clamp, torch.relu, x * mask) or on a copy of x; use "
+            "clamp_ or an indexed assignment on the input itself."
         )
     if out.get("same_object") is not True:
-        return "the output is not the input object: call ctx.mark_dirty(x) and return x itself."
+        return (
+            "the output is not the input object. Likely mistake: forward changes x in place but returns "
+            "another tensor (a copy or a view of x); call ctx.mark_dirty(x) and return x itself."
+        )
     return None
 
 
@@ -674,9 +719,9 @@ def _materialize_problem(out: Record) -> str | None:
         return None
     if received == [False, False]:
         return (
-            "with only the square used, backward received a tensor of zeros for the cube's gradient: "
-            "autograd materializes it unless forward calls ctx.set_materialize_grads(False), and then "
-            "backward multiplies by zeros for nothing."
+            "with only the square used, backward received a tensor of zeros for the cube's gradient. "
+            "Likely mistake: forward never calls ctx.set_materialize_grads(False): autograd then "
+            "materializes the missing gradient, and backward multiplies by zeros for nothing."
         )
     return f"backward received {received} (None or not, per output); expected [False, True]."
 
@@ -690,11 +735,12 @@ def _materialize_problem(out: Record) -> str | None:
 def grade_softmax_cross_entropy_function(evidence: Evidence) -> Report:
     """Grade: loss (1) and dscores for a random upstream scalar (1) for N=5, C=3; N = 1 (0.5); logits
     of magnitude 1000 (0.5); a direct backward call returns dscores (N, C) and None for the targets
-    (0.5); inputs unchanged (0.5)."""
+    (0.5); rows far apart, the true class at the bottom of large scores, a class left out of the labels
+    (0.5); inputs unchanged (0.5); the Function contract (tensors on ctx attributes, 0.5)."""
     report = report_for(SOFTMAX_CROSS_ENTROPY_FUNCTION)
     seed, cases = evidence["seed"], evidence["cases"]
     labels = list(SCE_CASES)
-    datas = {lab: sce_inputs(case_seed(seed, i), *SCE_CASES[lab]) for i, lab in enumerate(labels)}
+    datas = all_sce_inputs(seed)
     refs = {}
     for lab, data in datas.items():
         r = reference.softmax_cross_entropy(data["scores"], data["y"])
@@ -757,8 +803,14 @@ def grade_softmax_cross_entropy_function(evidence: Evidence) -> Report:
     report.add(
         _exact_shapes_item("direct backward", rec, {"dscores": data["scores"].shape, "dtargets": None}, 0.5)
     )
+    report.add(hard_inputs_item(cases, datas, refs))
     originals = {lab: {"scores": d["scores"], "y": d["y"]} for lab, d in datas.items()}
+    for lab, d in datas.items():
+        originals[lab]["grad_output"] = np.asarray(d["u"])
     report.add(tensors_unchanged_item(cases, originals))
+    ran = {"scores": data["scores"], "y": data["y"], "grad_output": np.asarray(data["u"])}
+    for item in contract_items(cases, "SoftmaxCrossEntropy", {main: ran}):
+        report.add(item)
     add_notes(report, cases.values())
     return report
 
@@ -826,7 +878,9 @@ def grade_legendre(evidence: Evidence) -> Report:
             0.5,
         )
     )
-    report.add(tensors_unchanged_item({case: rec}, {case: {"x": x}}))
+    report.add(tensors_unchanged_item({case: rec}, {case: {"x": x, "grad_output": g}}))
+    for item in contract_items({case: rec}, "LegendrePolynomial3", {case: {"x": x, "grad_output": g}}):
+        report.add(item)
     add_notes(report, [rec])
     return report
 

@@ -55,6 +55,13 @@ from autograder.checks.jacobian_layers import (
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import FLOAT64, JACOBIAN_FLOAT32, JACOBIAN_FLOAT64
 from autograder.grading import grader, reference, report_for
+from autograder.grading.function_contract import (
+    contract_items,
+    ctx_attributes_message,
+    needs_input_grad_diagnosis,
+    wrong_order,
+    wrong_order_message,
+)
 from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
     add_notes,
@@ -255,15 +262,7 @@ def _ctx_item(record: dict[str, Any], label: str, weight: float = 0.5) -> Item:
         return Item(name, False, f"not checked: {error}", weight)
     stashed = record["outputs"].get("ctx_tensors") or []
     if stashed:
-        return Item(
-            name,
-            False,
-            f"{', '.join(stashed)} hold(s) tensors: save tensors with ctx.save_for_backward(...) and read "
-            "them back with ctx.saved_tensors (only non-tensors, such as a Python number, go on ctx "
-            "directly). A tensor kept on ctx escapes autograd's checks: an in-place change to it goes "
-            "unnoticed and the gradient is silently wrong, although gradcheck passes.",
-            weight,
-        )
+        return Item(name, False, ctx_attributes_message(stashed) + ".", weight)
     return Item(name, True, "no tensor is kept as a ctx attribute", weight)
 
 
@@ -398,6 +397,9 @@ def grade_elementwise(evidence: Evidence) -> Report:
     report.add(item)
     if kind != "exp":
         report.add(_ctx_item(record, label))
+    ran = {"x": data["x"], "grad_output": data["grad_output"]}
+    for item in contract_items({main: record}, label, {main: ran}):
+        report.add(item)
     report.add(
         tensors_unchanged_item(
             cases, {case: {"x": d["x"], "grad_output": d["grad_output"]} for case, d in inputs.items()}
@@ -510,16 +512,32 @@ def _size_one_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str
     )
 
 
-def _needs_input_grad_item(cases: dict[str, Any], inputs: dict[str, Any]) -> Item:
-    """backward returns None for every input whose ctx.needs_input_grad entry is False."""
+def _needs_input_grad_item(cases: dict[str, Any], inputs: dict[str, Any], order: list[int] | None) -> Item:
+    """backward returns None for every input whose ctx.needs_input_grad entry is False, judged by the
+    Function contract's rule (:func:`needs_input_grad_diagnosis`) over the cases where one input alone
+    requires grad, then the case where two do; with ``order`` (gradients returned in the wrong order),
+    the entries are read in the order the learner meant."""
     name, weight = "needs_input_grad", 0.5
+    names = [n.removeprefix("grad_") for n in GRAD_NAMES]
+    computed: dict[str, set[str]] = {}
+    several: list[tuple[str, list[Any], tuple[bool, ...]]] = []
     for label in MIXED:
         record = cases[label]
         error = step_error(record, "forward", "direct")
         if error:
             return Item(name, False, f"not checked: when {label}: {error}", weight)
         grads, _ = backward_returns(record["outputs"]["direct"], 3, "LinearFunction", list(GRAD_NAMES))
+        if order is not None:
+            grads = [grads[i] for i in order]
         requires = inputs[label]["requires"]
+        if sum(requires) == 1:
+            computed[names[requires.index(True)]] = {names[i] for i, g in enumerate(grads) if g is not None}
+        else:
+            several.append((label, grads, requires))
+    problem = needs_input_grad_diagnosis(computed, names)
+    if problem:
+        return Item(name, False, f"{problem} (a whole matrix product wasted for a frozen weight).", weight)
+    for label, grads, requires in several:
         for i, needed in enumerate(requires):
             if not needed and grads[i] is not None:
                 return Item(
@@ -612,6 +630,7 @@ def grade_linear_function(evidence: Evidence) -> Report:
         report.add(Item.from_verdicts("forward", [verdict]))
 
     expected = _expected_direct(data, ref)
+    order = _returned_order(record, expected)
     for i, grad in enumerate(GRAD_NAMES):
         item = _grads_item(
             grad,
@@ -661,15 +680,41 @@ def grade_linear_function(evidence: Evidence) -> Report:
     report.add(item)
     report.add(_size_one_item(cases, inputs, refs))
     report.add(_mixed_values_item(cases, inputs, refs))
-    report.add(_needs_input_grad_item(cases, inputs))
+    report.add(_needs_input_grad_item(cases, inputs, order))
     report.add(_linear_ctx_item(record))
     originals = {
         label: {"x": d["x"], "W": d["W"], "b": d["b"], "grad_output": d["grad_output"]}
         for label, d in inputs.items()
     }
     report.add(tensors_unchanged_item(cases, originals))
+    ran = {k: data[k] for k in ("x", "W", "b", "grad_output")}
+    for item in contract_items({MAIN: record}, "LinearFunction", {MAIN: ran}, order=order):
+        report.add(item)
+    if order is not None:
+        _name_the_order(report, order)
     add_notes(report, cases.values())
     return report
+
+
+def _returned_order(record: dict[str, Any], expected: list[np.ndarray | None]) -> list[int] | None:
+    """The permutation of a backward whose right gradients are returned in the wrong order, else None."""
+    if step_error(record, "forward", "direct"):
+        return None
+    direct = record["outputs"]["direct"]
+    grads, _ = backward_returns(direct, len(expected), "LinearFunction", list(GRAD_NAMES))
+    return wrong_order(grads, expected, [n.removeprefix("grad_") for n in GRAD_NAMES])
+
+
+#: Items whose failure the order of backward's return value cannot explain.
+_NOT_ABOUT_THE_ORDER = ("forward", "inputs unchanged", "tensors via save_for_backward")
+
+
+def _name_the_order(report: Report, order: list[int]) -> None:
+    """Each failing gradient item says what explains its failure: the order (its own words kept after)."""
+    said = wrong_order_message(order, [n.removeprefix("grad_") for n in GRAD_NAMES], "LinearFunction")
+    for index, item in enumerate(report.items):
+        if not item.passed and item.name not in _NOT_ABOUT_THE_ORDER:
+            report.items[index] = Item(item.name, False, f"{said}. (Seen: {item.message})", item.weight)
 
 
 def _raw_expected(data: dict[str, Any]) -> list[np.ndarray | None]:

@@ -200,7 +200,10 @@ def tensors_unchanged_item(
                 )
             where = "" if step == "forward" else f" ({step})"
             return Item(
-                name, False, f"in case {label}{where}, {argument} was changed in place: {hint}.", weight
+                name,
+                False,
+                f"in case {label}{where}, your code changed its argument {argument} in place: {hint}.",
+                weight,
             )
     return Item(name, True, "no input and no upstream gradient was modified", weight)
 
