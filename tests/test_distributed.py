@@ -303,7 +303,7 @@ def _other_checkout(folder: Path) -> Path:
     shutil.copytree(
         Path(autograder.__file__).parent, copy / "autograder", ignore=shutil.ignore_patterns("__pycache__")
     )
-    compare = copy / "autograder" / "compare.py"
+    compare = copy / "autograder" / "checks" / "compare.py"
     text = compare.read_text()
     assert " Likely mistake: " in text, "the copy would not differ"
     compare.write_text(text.replace(" Likely mistake: ", " Probable mistake: "))
