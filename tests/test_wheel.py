@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from notebook_helpers import NAMES, REPO, make_wheel, solved_notebook, student_notebook, wheel_name
+from notebook_helpers import NAMES, REPO, SOLUTIONS, make_wheel, solved_notebook, student_notebook, wheel_name
 
 # What the repository's files become in the wheel: utils/ is the package backprop_utils.
 PACKAGES = {"autograder": "autograder", "utils": "backprop_utils"}
@@ -62,7 +62,9 @@ class BareVenv:
             if not COURSE_ENTRIES.match(entry.name):
                 (deps / entry.name).symlink_to(entry)
         self.dir = root / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(self.dir)], check=True)
+        # without its own pip and setuptools, which would shadow newer ones that a dependency needs
+        # (torch needs setuptools >= 77): pip comes from the linked packages
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.dir)], check=True)
         self.python = self.dir / "bin" / "python"
         self.site = Path(self.run("import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
         (self.site / "course-dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
@@ -150,32 +152,47 @@ def test_every_module_imports_from_the_installed_wheel(wheel: Path, bare_venv: B
     assert not outside, f"imported from elsewhere than the installed wheel: {outside}"
 
 
-def test_a_notebook_alone_says_how_to_install_and_works_after_that_command(
-    wheel: Path, bare_venv: BareVenv, tmp_path: Path
-) -> None:
-    # As published: the notebooks and the wheel, in a folder where the learner also keeps a utils.py.
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    shutil.copyfile(wheel, alone / wheel.name)
-    (alone / "utils.py").write_text(LEARNER_UTILS, encoding="utf-8")
-    commands = set()
-    for name in NAMES:
-        nb = student_notebook(name)
-        with pytest.raises(CellExecutionError):
-            _execute(nb, alone)
-        ran = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
-        first = next(c for c in nb.cells if c.cell_type == "code")
-        assert ran == [first], f"{name}: the first code cell should be the one that stops"
-        (error,) = [o for o in first.outputs if o.output_type == "error"]
-        assert error.ename == "ModuleNotFoundError"
-        assert "\n" not in error.evalue and error.evalue.startswith("No module named 'autograder'")
-        commands.update(re.findall(r"`(%pip install [^`]+)`", error.evalue))
-    assert commands == {f"%pip install {wheel_name()}"}, "the setup cells name another wheel than the build's"
+def simple_index(folder: Path, files: list[Path]) -> str:
+    """A package index in ``folder`` serving ``files`` as pip reads one (PEP 503's "simple" layout, as a
+    folder): the index's URL."""
+    project = folder / "simple" / "backprop-course"
+    project.mkdir(parents=True)
+    links = []
+    for f in files:
+        shutil.copyfile(f, project / f.name)
+        links.append(f'<a href="{f.name}">{f.name}</a><br>')
+    (project / "index.html").write_text("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>")
+    (folder / "simple" / "index.html").write_text(
+        '<!DOCTYPE html><html><body><a href="backprop-course/">backprop-course</a></body></html>'
+    )
+    return (folder / "simple").as_uri()
 
-    # The one command, run the way the message says: in a notebook cell, in the notebooks' folder.
-    install = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(commands.pop())])
-    _execute(install, alone)
+
+def test_a_notebook_alone_installs_the_course_by_name_and_works(
+    wheel: Path, bare_venv: BareVenv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook on its own (a hosted service, a copy out of the repository) installs the course's
+    package by name, at the course's version, from the package index it is given: here one served
+    from a folder, pip resolving the dependencies against what the environment has."""
+    for key in [k for k in os.environ if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"]:
+        monkeypatch.delenv(key)  # this index and nothing else: no other index, no local wheels
+    monkeypatch.setenv("PIP_INDEX_URL", simple_index(tmp_path / "index", [wheel]))
+    alone = tmp_path / "alone"  # the notebooks alone, where the learner also keeps a utils.py
+    alone.mkdir()
+    (alone / "utils.py").write_text(LEARNER_UTILS, encoding="utf-8")
+    install = f"%pip install backprop-course=={wheel_name().split('-')[1]}"
+
+    first = student_notebook(NAMES[0])
+    with pytest.raises(CellExecutionError) as stopped:  # at the first exercise left to the learner
+        _execute(first, alone)
+    setup = next(c for c in first.cells if c.cell_type == "code")
+    said = "".join(o.get("text", "") for o in setup.outputs)
+    assert "NotImplementedError" in str(stopped.value), said
+    assert f"installing it: {install}\n" in said and "Successfully installed backprop-course-" in said
     assert bare_venv.importable(["autograder", "backprop_utils"]) == ["autograder", "backprop_utils"]
+    for name in NAMES:
+        setup = next(c for c in student_notebook(name).cells if c.cell_type == "code")
+        assert f'"pip", "{install[5:]}"' in setup.source, f"{name} installs another version than the build's"
 
     probe = nbformat.v4.new_code_cell(
         "import sys, autograder, backprop_utils, utils\n"
@@ -191,3 +208,18 @@ def test_a_notebook_alone_says_how_to_install_and_works_after_that_command(
         assert lines[3] == "the learner's own utils"
         graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
         assert graded and all(c.outputs for c in graded), f"{name}: a test cell printed nothing"
+        if name == NAMES[0]:
+            nbformat.write(nb, alone / f"{name}.ipynb")
+
+    # The learner's own check, run by the installed package (the course's sources, which the package
+    # does not carry, from the repository): full marks for the solved notebook.
+    command = [str(bare_venv.python), "-m", "autograder", "check", f"{NAMES[0]}.ipynb"]
+    checked = subprocess.run(
+        [*command, "--solutions", str(SOLUTIONS)],
+        cwd=alone, capture_output=True, text=True, env=os.environ.copy(), timeout=600,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    points = sum(
+        float(p) for p in re.findall(r"points=([0-9.]+)", (SOLUTIONS / f"{NAMES[0]}.py").read_text())
+    )
+    assert f"{NAMES[0]}: {points:g} / {points:g} points\n" in checked.stdout, checked.stdout[-2000:]
