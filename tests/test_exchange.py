@@ -3,8 +3,8 @@
 The instructor releases the tiny assignment with ``nbgrader release_assignment``; each student
 (``jane.doe@uni.edu``, ``a__b``, ``José``, ``bob``: the logins an email or OAuth JupyterHub gives)
 fetches it and submits it with nbgrader's own commands, in a home folder of their own; the
-instructor collects with ``nbgrader collect``, grades with ``python -m autograder grade``, makes
-nbgrader's feedback with ``nbgrader generate_feedback`` and releases it with ``nbgrader
+instructor collects with ``nbgrader collect``, grades with ``python -m autograder grade`` (whose
+own feedback pages ``nbgrader release_feedback`` can release as they are), makes nbgrader's feedback with ``nbgrader generate_feedback`` and releases it with ``nbgrader
 release_feedback``; each student then fetches their feedback with ``nbgrader fetch_feedback``.
 
 nbgrader's exchange names a student from the operating system's user name (``JUPYTERHUB_USER`` only
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -110,6 +111,12 @@ def hub(tmp_path_factory: pytest.TempPathFactory):
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert grade.returncode == 0, grade.stderr[-3000:]
+    # the engine's own feedback pages can be released as they are
+    nbgrader(instructor, "release_feedback", TINY)
+    nbgrader(homes["bob"], "fetch_feedback", TINY, "--student=bob")
+    (engine_page,) = (homes["bob"] / TINY / "feedback").rglob("*.html")
+    assert "Score: 7 / 7" in engine_page.read_text(encoding="utf-8")
+    shutil.rmtree(homes["bob"] / TINY / "feedback")
     nbgrader(instructor, "generate_feedback", TINY, "--force")
     nbgrader(instructor, "release_feedback", TINY)
     for student, home in homes.items():

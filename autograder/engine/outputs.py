@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from autograder.course import Assignment
-from autograder.engine import gradebook, lms, untrusted
+from autograder.engine import exchange, gradebook, lms, untrusted
 from autograder.engine.contract import Stop
 from autograder.engine.intake import Rejected
 from autograder.engine.outcome import Outcome
@@ -94,6 +94,8 @@ def write_feedback(root: Path, outcomes: list[Outcome], assignments: dict[str, A
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(feedback_html(o), encoding="utf-8")
+            # what nbgrader's release_feedback needs beside the page, when the submission came through it
+            exchange.carry(root / "autograded" / o.student / a.name / a.notebook, "", path.parent)
         except Exception as exc:  # noqa: BLE001 - one student's page, stated; the others are written
             problems.append(
                 f"the feedback of {untrusted.one_line(o.student, 300)} for {o.assignment} could not be "
