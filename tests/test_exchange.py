@@ -3,9 +3,10 @@
 The instructor releases the tiny assignment with ``nbgrader release_assignment``; each student
 (``jane.doe@uni.edu``, ``a__b``, ``José``, ``bob``: the logins an email or OAuth JupyterHub gives)
 fetches it and submits it with nbgrader's own commands, in a home folder of their own; the
-instructor collects with ``nbgrader collect``, grades with ``python -m autograder grade`` (whose
-own feedback pages ``nbgrader release_feedback`` can release as they are), makes nbgrader's feedback with ``nbgrader generate_feedback`` and releases it with ``nbgrader
-release_feedback``; each student then fetches their feedback with ``nbgrader fetch_feedback``.
+instructor collects with ``nbgrader collect`` and grades with ``python -m autograder grade`` (whose
+own feedback pages ``nbgrader release_feedback`` can release as they are), makes nbgrader's
+feedback with ``nbgrader generate_feedback`` and releases it with ``nbgrader release_feedback``;
+each student then fetches their feedback with ``nbgrader fetch_feedback``.
 
 nbgrader's exchange names a student from the operating system's user name (``JUPYTERHUB_USER`` only
 for the ``jovyan`` user of JupyterHub's images); on one machine the test names each student with

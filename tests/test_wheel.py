@@ -53,13 +53,14 @@ def wheel() -> Path:
 class BareVenv:
     """A virtual environment with the course's dependencies but not the course, and a kernel spec for it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, only: set[str] | None = None) -> None:
+        """``only``: the site-packages entries to link (all but the course's when None)."""
         self.root = root
         deps = root / "deps"
         deps.mkdir()
         here = Path(sysconfig.get_paths()["purelib"])
         for entry in sorted(here.iterdir()):
-            if not COURSE_ENTRIES.match(entry.name):
+            if not COURSE_ENTRIES.match(entry.name) and (only is None or entry.name in only):
                 (deps / entry.name).symlink_to(entry)
         self.dir = root / "venv"
         # without its own pip and setuptools, which would shadow newer ones that a dependency needs
@@ -91,6 +92,38 @@ class BareVenv:
             f"import importlib.util as u, json; print(json.dumps([m for m in {names!r} if u.find_spec(m)]))"
         )
         return json.loads(self.run(probe))
+
+
+#: What a hosted notebook service gives a notebook, as far as this course needs: a kernel, pip and the
+#: libraries the notebooks import.
+HOSTED = ["ipykernel", "pip", "numpy", "torch", "matplotlib"]
+
+
+def hosted_entries() -> set[str]:
+    """The site-packages entries of :data:`HOSTED` and of everything they require, from this environment."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    entries: set[str] = set()
+    seen: set[str] = set()
+    todo = list(HOSTED)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        entries |= {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return entries
 
 
 def _clean_env() -> dict[str, str]:
@@ -169,11 +202,21 @@ def simple_index(folder: Path, files: list[Path]) -> str:
 
 
 def test_a_notebook_alone_installs_the_course_by_name_and_works(
-    wheel: Path, bare_venv: BareVenv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A notebook on its own (a hosted service, a copy out of the repository) installs the course's
     package by name, at the course's version, from the package index it is given: here one served
-    from a folder, pip resolving the dependencies against what the environment has."""
+    from a folder, pip resolving the dependencies against what the environment has: only a kernel,
+    pip, numpy, torch, matplotlib and what they require (no nbgrader, no Jupyter server)."""
+    bare_venv = BareVenv(tmp_path, only=hosted_entries())
+    for key, value in _clean_env().items():
+        monkeypatch.setenv(key, value)
+    for key in [k for k in os.environ if k.startswith(("PYTHON", "VIRTUAL_ENV"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    assert (
+        bare_venv.importable(["autograder", "backprop_utils", "nbgrader", "nbclient", "jupyter_server"]) == []
+    )
     for key in [k for k in os.environ if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"]:
         monkeypatch.delenv(key)  # this index and nothing else: no other index, no local wheels
     monkeypatch.setenv("PIP_INDEX_URL", simple_index(tmp_path / "index", [wheel]))
@@ -212,7 +255,14 @@ def test_a_notebook_alone_installs_the_course_by_name_and_works(
             nbformat.write(nb, alone / f"{name}.ipynb")
 
     # The learner's own check, run by the installed package (the course's sources, which the package
-    # does not carry, from the repository): full marks for the solved notebook.
+    # does not carry, from the repository; nbgrader and the rest of the instructor's tools it needs
+    # linked in): full marks for the solved notebook.
+    more = tmp_path / "instructor-deps"
+    more.mkdir()
+    for entry in sorted(Path(sysconfig.get_paths()["purelib"]).iterdir()):
+        if not COURSE_ENTRIES.match(entry.name) and not (tmp_path / "deps" / entry.name).exists():
+            (more / entry.name).symlink_to(entry)
+    (bare_venv.site / "instructor-dependencies.pth").write_text(f"{more}\n", encoding="utf-8")
     command = [str(bare_venv.python), "-m", "autograder", "check", f"{NAMES[0]}.ipynb"]
     checked = subprocess.run(
         [*command, "--solutions", str(SOLUTIONS)],
