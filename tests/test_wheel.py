@@ -1,11 +1,13 @@
-"""The course's wheel (`make wheel`): it holds every module of the course, and a notebook copied out of
-the repository says how to install it and works after that one command, with nothing else of the course.
+"""The course's package: the wheel holds every module of the course, and a notebook on its own (a hosted
+service, a copy out of the repository) installs it by name, at the course's version, from the package
+index pip is given, and works after that, with nothing else of the course.
 
 "Nothing else" is made true, not assumed: the tests run in a fresh virtual environment whose only other
-packages are the course's dependencies, linked one by one from this environment's site-packages with
-the course's own entries (its editable install, its metadata) left out; they first prove that the course
-cannot be imported there, then install the wheel with pip's `--no-index --no-deps`, then prove that every
-course module imported comes from that installed wheel.
+packages are linked one by one from this environment's site-packages with the course's own entries (its
+editable install, its metadata) left out; they first prove that the course cannot be imported there. The
+by-name install links only what a hosted service gives a notebook (a kernel, pip, numpy, torch,
+matplotlib and what they require) and serves the wheel from a PEP 503 index in a folder; every course
+module imported then comes from the installed package.
 """
 
 from __future__ import annotations
