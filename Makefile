@@ -18,7 +18,7 @@ LAB_DIR  ?= notebooks/
 LEARNER_JUPYTER := env -u MPLBACKEND JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 WHEEL := dist/backprop_course-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
 
-.PHONY: demo test system-deps lab instructor-lab wheel build validate lint format clean
+.PHONY: demo test system-deps lab instructor-lab wheel dist build validate lint format clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ $(WHEEL): $(STAMP) pyproject.toml $(shell find autograder utils -name '*.py')
 	rm -rf dist build/lib build/bdist.*
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
 	test -f $@
+
+## dist: the sdist and the wheel of backprop-course, to publish to the package index (docs/instructors.md):
+## built as `python -m build --no-isolation` builds them, through setuptools' own build hooks
+dist: $(STAMP)
+	rm -rf dist build/lib build/bdist.*
+	$(PY) -c "from setuptools import build_meta as b; b.build_sdist('dist'); b.build_wheel('dist')"
 
 ## build: regenerate the student versions in notebooks/ from solutions/
 build: $(STAMP)

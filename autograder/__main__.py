@@ -128,7 +128,7 @@ def _check(args: argparse.Namespace) -> int:
     if live:
         name = terminal(args.notebook.name)
         print(f"Checking {name} with the tests you can see; each result as its cell runs.\n", flush=True)
-    outcome = check_notebook(args.notebook, out=live)
+    outcome = check_notebook(args.notebook, args.solutions, out=live)
     print(f"{outcome.assignment}: {outcome.score:g} / {outcome.max_score:g} points\n")
     if outcome.reason:
         print(f"Stopped early: {terminal(outcome.reason)}.\n")
@@ -285,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("notebook", type=Path, help="your notebook, e.g. notebooks/01_linear_layer.ipynb")
     p.add_argument("--quiet", action="store_true", help="print only the whole result, at the end")
+    p.add_argument(
+        "--solutions",
+        type=Path,
+        default=SOLUTIONS,
+        help="course sources (default: solutions/ of the checkout this package is in)",
+    )
     p.set_defaults(run=_check)
 
     p = commands.add_parser(

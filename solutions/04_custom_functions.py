@@ -62,11 +62,17 @@
 # `.backward()`, because autograd silently repairs some wrong answers (you will see one in exercise 2).
 
 # %% locked grade_id="setup"
-try:  # the course's package (with backprop_utils): `make` installs it; elsewhere, its wheel does
+try:  # the course's package (the checks, backprop_utils): `make` installs it in the repository
     import autograder.checks  # noqa: F401
-except ModuleNotFoundError as error:
-    wheel = "backprop_course-0.1.0-py3-none-any.whl"  # published with the notebooks
-    raise ModuleNotFoundError(f"{error.msg}. Run `%pip install {wheel}`, then this cell again.") from None
+except ModuleNotFoundError:  # elsewhere (a hosted notebook service, say), by name from the package index
+    import importlib
+
+    from IPython import get_ipython
+
+    print("The course's package is not installed here; installing it: %pip install backprop-course==0.1.0")
+    get_ipython().run_line_magic("pip", "install backprop-course==0.1.0")
+    importlib.invalidate_caches()
+    import autograder.checks  # noqa: F401
 
 import math
 import time

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -14,7 +16,8 @@ import pytest
 
 from autograder.course.build import source_notebook
 from autograder.engine import notebook_file, unzip
-from autograder.engine.intake import Rejected, Submission, discover, student_id
+from autograder.engine.intake import Rejected, Submission, discover, intake_warnings, student_id
+from autograder.engine.names import unsafe_id
 
 FIXTURE = Path(__file__).parent / "fixtures" / "solutions" / "01_tiny.py"
 TINY = "01_tiny"
@@ -289,9 +292,8 @@ def test_nbgrader_layout(tmp_path: Path, notebook_text: str, stranger_text: str)
         },
     )
     subs, rejected = run(inbox, tmp_path, files=9)
-    bob = "Bob_Smith-" + hashlib.sha256(b"Bob Smith").hexdigest()[:6]
     assert [(s.student, s.assignment, s.origin) for s in subs] == [
-        (bob, TINY, "Bob Smith/01_tiny/01_tiny.ipynb"),
+        ("Bob Smith", TINY, "Bob Smith/01_tiny/01_tiny.ipynb"),
         ("jane", TINY, "jane/01_tiny/01_tiny.ipynb"),
     ]
     layout = "not in nbgrader's <student>/<assignment>/<notebook> layout"
@@ -503,6 +505,55 @@ def test_a_corrupt_member_is_rejected_and_the_others_still_graded(tmp_path: Path
         "export.zip:bob_01_tiny.ipynb": "not readable from the zip archive "
         "(Bad CRC-32 for file 'bob_01_tiny.ipynb')"
     }
+
+
+def test_an_nbgrader_folder_name_is_the_student_id_unchanged(tmp_path: Path, notebook_text: str) -> None:
+    """The ids an email or OAuth JupyterHub gives are nbgrader's ids as they are; a name in NFD (as
+    macOS types it) is another folder, so another student, and the two are flagged, never merged."""
+    nfc, nfd = "Jos\u00e9", "Jose\u0301"
+    kept = ["jane.doe@uni.edu", "a__b", "Bob Smith", "x+y", nfc, nfd, "-dash"]
+    inbox = write(tmp_path / "submitted", {f"{s}/01_tiny/01_tiny.ipynb": notebook_text for s in kept})
+    subs, rejected = run(inbox, tmp_path, files=len(kept))
+    assert rejected == [] and sorted(s.student for s in subs) == sorted(kept)
+    (warning,) = intake_warnings(subs, {}, dt.datetime(2026, 12, 1))
+    assert "graded as 2 students" in warning
+
+
+def test_an_nbgrader_folder_name_that_cannot_be_an_id_is_rejected_with_the_reason(
+    tmp_path: Path, notebook_text: str
+) -> None:
+    bell, bidi = "ann\x07", "eve\u202egnp.exe"
+    inbox = write(tmp_path / "submitted", {f"{s}/01_tiny/01_tiny.ipynb": notebook_text for s in (bell, bidi)})
+    (inbox / os.fsdecode(b"cy\xff") / "01_tiny").mkdir(parents=True)
+    (inbox / os.fsdecode(b"cy\xff") / "01_tiny" / "01_tiny.ipynb").write_text(notebook_text)
+    subs, rejected = run(inbox, tmp_path, files=3)
+    prefix = "its student folder cannot be a student id: "
+    assert subs == [] and reasons(rejected) == {
+        "ann\x07/01_tiny/01_tiny.ipynb": prefix
+        + "the folder name 'ann\\x07' holds a control character (U+0007)",
+        f"{bidi}/01_tiny/01_tiny.ipynb": prefix
+        + "the folder name 'eve\\u202egnp.exe' holds a control character (U+202E)",
+        "cy\\xff/01_tiny/01_tiny.ipynb": prefix
+        + "the folder name 'cy\\\\xff' is not UTF-8 text, which a gradebook cannot hold",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("..", "'..' cannot be a folder of its own"),
+        (".", "'.' cannot be a folder of its own"),
+        ("", "'' cannot be a folder of its own"),
+        ("a/b", "a '/' or a NUL cannot be in a folder name"),
+        ("a\0b", "a '/' or a NUL cannot be in a folder name"),
+        ("a\nb", "the folder name 'a\\nb' holds a control character (U+000A)"),
+        ("jane.doe@uni.edu", None),
+        ("Jos\u00e9", None),
+        ("a" * 255, None),
+    ],
+)
+def test_unsafe_ids_say_why(name: str, reason: str | None) -> None:
+    assert unsafe_id(name) == reason
 
 
 # ---------------------------------------------------------------------------------------------

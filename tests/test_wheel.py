@@ -1,11 +1,13 @@
-"""The course's wheel (`make wheel`): it holds every module of the course, and a notebook copied out of
-the repository says how to install it and works after that one command, with nothing else of the course.
+"""The course's package: the wheel holds every module of the course, and a notebook on its own (a hosted
+service, a copy out of the repository) installs it by name, at the course's version, from the package
+index pip is given, and works after that, with nothing else of the course.
 
 "Nothing else" is made true, not assumed: the tests run in a fresh virtual environment whose only other
-packages are the course's dependencies, linked one by one from this environment's site-packages with
-the course's own entries (its editable install, its metadata) left out; they first prove that the course
-cannot be imported there, then install the wheel with pip's `--no-index --no-deps`, then prove that every
-course module imported comes from that installed wheel.
+packages are linked one by one from this environment's site-packages with the course's own entries (its
+editable install, its metadata) left out; they first prove that the course cannot be imported there. The
+by-name install links only what a hosted service gives a notebook (a kernel, pip, numpy, torch,
+matplotlib and what they require) and serves the wheel from a PEP 503 index in a folder; every course
+module imported then comes from the installed package.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from notebook_helpers import NAMES, REPO, make_wheel, solved_notebook, student_notebook, wheel_name
+from notebook_helpers import NAMES, REPO, SOLUTIONS, make_wheel, solved_notebook, student_notebook, wheel_name
 
 # What the repository's files become in the wheel: utils/ is the package backprop_utils.
 PACKAGES = {"autograder": "autograder", "utils": "backprop_utils"}
@@ -53,16 +55,19 @@ def wheel() -> Path:
 class BareVenv:
     """A virtual environment with the course's dependencies but not the course, and a kernel spec for it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, only: set[str] | None = None) -> None:
+        """``only``: the site-packages entries to link (all but the course's when None)."""
         self.root = root
         deps = root / "deps"
         deps.mkdir()
         here = Path(sysconfig.get_paths()["purelib"])
         for entry in sorted(here.iterdir()):
-            if not COURSE_ENTRIES.match(entry.name):
+            if not COURSE_ENTRIES.match(entry.name) and (only is None or entry.name in only):
                 (deps / entry.name).symlink_to(entry)
         self.dir = root / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(self.dir)], check=True)
+        # without its own pip and setuptools, which would shadow newer ones that a dependency needs
+        # (torch needs setuptools >= 77): pip comes from the linked packages
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.dir)], check=True)
         self.python = self.dir / "bin" / "python"
         self.site = Path(self.run("import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
         (self.site / "course-dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
@@ -89,6 +94,38 @@ class BareVenv:
             f"import importlib.util as u, json; print(json.dumps([m for m in {names!r} if u.find_spec(m)]))"
         )
         return json.loads(self.run(probe))
+
+
+#: What a hosted notebook service gives a notebook, as far as this course needs: a kernel, pip and the
+#: libraries the notebooks import.
+HOSTED = ["ipykernel", "pip", "numpy", "torch", "matplotlib"]
+
+
+def hosted_entries() -> set[str]:
+    """The site-packages entries of :data:`HOSTED` and of everything they require, from this environment."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    entries: set[str] = set()
+    seen: set[str] = set()
+    todo = list(HOSTED)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        entries |= {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return entries
 
 
 def _clean_env() -> dict[str, str]:
@@ -150,32 +187,57 @@ def test_every_module_imports_from_the_installed_wheel(wheel: Path, bare_venv: B
     assert not outside, f"imported from elsewhere than the installed wheel: {outside}"
 
 
-def test_a_notebook_alone_says_how_to_install_and_works_after_that_command(
-    wheel: Path, bare_venv: BareVenv, tmp_path: Path
-) -> None:
-    # As published: the notebooks and the wheel, in a folder where the learner also keeps a utils.py.
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    shutil.copyfile(wheel, alone / wheel.name)
-    (alone / "utils.py").write_text(LEARNER_UTILS, encoding="utf-8")
-    commands = set()
-    for name in NAMES:
-        nb = student_notebook(name)
-        with pytest.raises(CellExecutionError):
-            _execute(nb, alone)
-        ran = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
-        first = next(c for c in nb.cells if c.cell_type == "code")
-        assert ran == [first], f"{name}: the first code cell should be the one that stops"
-        (error,) = [o for o in first.outputs if o.output_type == "error"]
-        assert error.ename == "ModuleNotFoundError"
-        assert "\n" not in error.evalue and error.evalue.startswith("No module named 'autograder'")
-        commands.update(re.findall(r"`(%pip install [^`]+)`", error.evalue))
-    assert commands == {f"%pip install {wheel_name()}"}, "the setup cells name another wheel than the build's"
+def simple_index(folder: Path, files: list[Path]) -> str:
+    """A package index in ``folder`` serving ``files`` as pip reads one (PEP 503's "simple" layout, as a
+    folder): the index's URL."""
+    project = folder / "simple" / "backprop-course"
+    project.mkdir(parents=True)
+    links = []
+    for f in files:
+        shutil.copyfile(f, project / f.name)
+        links.append(f'<a href="{f.name}">{f.name}</a><br>')
+    (project / "index.html").write_text("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>")
+    (folder / "simple" / "index.html").write_text(
+        '<!DOCTYPE html><html><body><a href="backprop-course/">backprop-course</a></body></html>'
+    )
+    return (folder / "simple").as_uri()
 
-    # The one command, run the way the message says: in a notebook cell, in the notebooks' folder.
-    install = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(commands.pop())])
-    _execute(install, alone)
+
+def test_a_notebook_alone_installs_the_course_by_name_and_works(
+    wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook on its own (a hosted service, a copy out of the repository) installs the course's
+    package by name, at the course's version, from the package index it is given: here one served
+    from a folder, pip resolving the dependencies against what the environment has: only a kernel,
+    pip, numpy, torch, matplotlib and what they require (no nbgrader, no Jupyter server)."""
+    bare_venv = BareVenv(tmp_path, only=hosted_entries())
+    for key, value in _clean_env().items():
+        monkeypatch.setenv(key, value)
+    for key in [k for k in os.environ if k.startswith(("PYTHON", "VIRTUAL_ENV"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    assert (
+        bare_venv.importable(["autograder", "backprop_utils", "nbgrader", "nbclient", "jupyter_server"]) == []
+    )
+    for key in [k for k in os.environ if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"]:
+        monkeypatch.delenv(key)  # this index and nothing else: no other index, no local wheels
+    monkeypatch.setenv("PIP_INDEX_URL", simple_index(tmp_path / "index", [wheel]))
+    alone = tmp_path / "alone"  # the notebooks alone, where the learner also keeps a utils.py
+    alone.mkdir()
+    (alone / "utils.py").write_text(LEARNER_UTILS, encoding="utf-8")
+    install = f"%pip install backprop-course=={wheel_name().split('-')[1]}"
+
+    first = student_notebook(NAMES[0])
+    with pytest.raises(CellExecutionError) as stopped:  # at the first exercise left to the learner
+        _execute(first, alone)
+    setup = next(c for c in first.cells if c.cell_type == "code")
+    said = "".join(o.get("text", "") for o in setup.outputs)
+    assert "NotImplementedError" in str(stopped.value), said
+    assert f"installing it: {install}\n" in said and "Successfully installed backprop-course-" in said
     assert bare_venv.importable(["autograder", "backprop_utils"]) == ["autograder", "backprop_utils"]
+    for name in NAMES:
+        setup = next(c for c in student_notebook(name).cells if c.cell_type == "code")
+        assert f'"pip", "{install[5:]}"' in setup.source, f"{name} installs another version than the build's"
 
     probe = nbformat.v4.new_code_cell(
         "import sys, autograder, backprop_utils, utils\n"
@@ -191,3 +253,25 @@ def test_a_notebook_alone_says_how_to_install_and_works_after_that_command(
         assert lines[3] == "the learner's own utils"
         graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
         assert graded and all(c.outputs for c in graded), f"{name}: a test cell printed nothing"
+        if name == NAMES[0]:
+            nbformat.write(nb, alone / f"{name}.ipynb")
+
+    # The learner's own check, run by the installed package (the course's sources, which the package
+    # does not carry, from the repository; nbgrader and the rest of the instructor's tools it needs
+    # linked in): full marks for the solved notebook.
+    more = tmp_path / "instructor-deps"
+    more.mkdir()
+    for entry in sorted(Path(sysconfig.get_paths()["purelib"]).iterdir()):
+        if not COURSE_ENTRIES.match(entry.name) and not (tmp_path / "deps" / entry.name).exists():
+            (more / entry.name).symlink_to(entry)
+    (bare_venv.site / "instructor-dependencies.pth").write_text(f"{more}\n", encoding="utf-8")
+    command = [str(bare_venv.python), "-m", "autograder", "check", f"{NAMES[0]}.ipynb"]
+    checked = subprocess.run(
+        [*command, "--solutions", str(SOLUTIONS)],
+        cwd=alone, capture_output=True, text=True, env=os.environ.copy(), timeout=600,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    points = sum(
+        float(p) for p in re.findall(r"points=([0-9.]+)", (SOLUTIONS / f"{NAMES[0]}.py").read_text())
+    )
+    assert f"{NAMES[0]}: {points:g} / {points:g} points\n" in checked.stdout, checked.stdout[-2000:]

@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 
 from autograder.course import Assignment
-from autograder.engine import untrusted
+from autograder.engine import exchange, untrusted
 from autograder.engine.outcome import Outcome
 
 _STYLE = """
@@ -77,6 +77,8 @@ def write_feedback(root: Path, outcomes: list[Outcome], assignments: dict[str, A
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(feedback_html(o), encoding="utf-8")
+            # what nbgrader's release_feedback needs beside the page, when the submission came through it
+            exchange.carry(root / "autograded" / o.student / a.name / a.notebook, "", path.parent)
         except Exception as exc:  # noqa: BLE001 - one student's page, stated; the others are written
             problems.append(
                 f"the feedback of {untrusted.one_line(o.student, 300)} for {o.assignment} could not be "

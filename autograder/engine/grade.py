@@ -36,7 +36,7 @@ from typing import Any
 import nbformat
 
 from autograder.course import Assignment, grade_id, is_grade, is_locked, is_solution, points
-from autograder.engine import jail, method, untrusted
+from autograder.engine import exchange, jail, method, untrusted
 from autograder.engine.contract import Limits, Stop
 from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work
 from autograder.engine.intake import Submission, read_notebook
@@ -301,6 +301,7 @@ class Grader:
         path = self._autograded_path(sub)
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, path)
+        exchange.carry(sub.path, sub.timestamp, path.parent)
 
     def _outcome(
         self,

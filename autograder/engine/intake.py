@@ -23,10 +23,14 @@ students with one name never merge:
   space, ``_``, then ``get_uniqueid_for_user`` (the participant id), through ``clean_filename``. The
   student is ``moodle-<participantid>``. A participant id is Moodle's per-assignment id of a user
   (its ``assign_user_mapping`` table), so a roster joins one person's assignments.
-* **nbgrader's layout** and **plain names** (``jane_01_linear_layer.ipynb``): the student is the
-  folder name, or the whole text before the assignment's name (``kim-lee``), kept as it is when it
-  is safe as a folder name, otherwise made safe and suffixed with a hash of the original, so that
-  two different raw ids never become one.
+* **nbgrader's layout**: the student is the folder name, unchanged, as nbgrader and JupyterHub have
+  it (``jane.doe@uni.edu``, ``a__b``, ``José``): nbgrader's own commands (``generate_feedback``,
+  ``release_feedback``) find the student by it. A folder name that cannot be an id (not UTF-8, a
+  control character) is rejected with the reason (:func:`~autograder.engine.names.unsafe_id`); one
+  over :data:`~autograder.engine.names.MAX_ID` characters is bounded.
+* **plain names** (``jane_01_linear_layer.ipynb``): the student is the whole text before the
+  assignment's name (``kim-lee``), kept as it is when it is safe as a folder name, otherwise made
+  safe and suffixed with a hash of the original, so that two different raw ids never become one.
 
 Every input file ends up either as a :class:`Submission` or as a :class:`Rejected` with the reason:
 not a regular file (a symbolic link, a device, a pipe), not a notebook, empty, not readable as a
@@ -56,7 +60,17 @@ from pathlib import Path
 
 from autograder.course import grade_id
 from autograder.engine import unzip
-from autograder.engine.names import bounded, near_collisions, nfc, shown, stable_id, student_id
+from autograder.engine.exchange import EXCHANGE_FILES
+from autograder.engine.names import (
+    MAX_ID,
+    bounded,
+    near_collisions,
+    nfc,
+    shown,
+    stable_id,
+    student_id,
+    unsafe_id,
+)
 from autograder.engine.notebook_file import MAX_NOTEBOOK_BYTES, NotebookError, read_notebook
 from autograder.engine.unzip import MAX_TIMESTAMP_BYTES, TIMESTAMP_FILE
 
@@ -309,13 +323,18 @@ def _nbgrader(files: list[_File], assignments, course, answer_cells, rejected):
     stamps = {f.parts[:2]: f.path for f in files if len(f.parts) == 3 and f.parts[2] == TIMESTAMP_FILE}
     for f in files:
         rel = f.parts
-        if len(rel) == 3 and rel[2] == TIMESTAMP_FILE and rel[1] in course:
-            continue  # read with the notebook beside it
+        if len(rel) == 3 and rel[2] in EXCHANGE_FILES and rel[1] in course:
+            continue  # read with the notebook beside it, carried with it (autograder.engine.exchange)
         if len(rel) != 3:
             rejected.append(Rejected(f.origin, "not in nbgrader's <student>/<assignment>/<notebook> layout"))
             continue
         folder, assignment, name = rel
-        who = _identity(stable_id(folder), "nbgrader", folder)
+        unsafe = unsafe_id(folder)
+        if unsafe:
+            rejected.append(Rejected(f.origin, f"its student folder cannot be a student id: {unsafe}"))
+            continue
+        # nbgrader's id, as its exchange and JupyterHub have it; only an over-long one is bounded
+        who = _identity(folder if len(folder) <= MAX_ID else stable_id(folder), "nbgrader", folder)
         if assignment not in course:
             rejected.append(
                 Rejected(f.origin, f"{shown(assignment)!r} is not an assignment being graded", who.student)

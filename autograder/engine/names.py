@@ -6,6 +6,9 @@ arrives decomposed (NFD). Here:
 
 * :func:`shown` is a name as text that any output can encode: bytes that are not UTF-8 become
   ``\\xNN``;
+* :func:`unsafe_id` says why a folder name cannot be a student id as it is (nbgrader's layout keeps a
+  student's folder name, as nbgrader and JupyterHub have it, unchanged as the id: ``jane.doe@uni.edu``,
+  ``a__b``, ``José``);
 * :func:`stable_id` is a student id made from a raw name: safe as a folder name and an nbgrader id,
   at most :data:`MAX_ID` characters, the same for a name in NFC and in NFD, and never the same for two
   different names (a hash of the raw name is added whenever the id is not the name itself);
@@ -54,6 +57,33 @@ def _digest(raw: str) -> str:
 def student_id(text: str) -> str:
     """A student id usable as an nbgrader id and a folder name: other characters become ``_``."""
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text.strip()).strip("._-")
+
+
+def unsafe_id(raw: str) -> str | None:
+    """Why the folder name ``raw`` cannot be kept as a student id in every folder and database the
+    grader writes it to, or None when it can: it must be a name a folder can have (no ``/``, no NUL, not
+    ``.`` or ``..``) and text (UTF-8, no control characters). One over :data:`MAX_ID` characters is
+    kept too, bounded by :func:`stable_id` (a result file is named after it)."""
+    if raw in ("", ".", ".."):
+        return f"{raw!r} cannot be a folder of its own"
+    if "/" in raw or "\0" in raw:
+        return "a '/' or a NUL cannot be in a folder name"
+    if _has_surrogates(raw):
+        return f"the folder name {shown(raw)!r} is not UTF-8 text, which a gradebook cannot hold"
+    control = next((ch for ch in raw if _is_control(ch)), None)
+    if control is not None:
+        return f"the folder name {ascii(raw)} holds a control character (U+{ord(control):04X})"
+    return None
+
+
+def _is_control(ch: str) -> bool:
+    """A character that is not text: C0/C1 controls, line and paragraph separators, and the
+    bidirectional overrides that make a name read as another one."""
+    return (
+        unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+        or "\u202a" <= ch <= "\u202e"
+        or ("\u2066" <= ch <= "\u2069")
+    )
 
 
 def stable_id(raw: str) -> str:
