@@ -14,6 +14,8 @@ a fresh build), so no nbgrader command runs either; without it the course is bui
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -157,17 +159,25 @@ class InProcessExecutor:
 
         warm_up()  # while the kernel starts: the first test cell's result then shows at once
 
-        seen = 0
+        offset, partial = 0, b""
         while True:
             finished = done.is_set()
-            events = read_events(path)
-            for event in events[seen:]:
-                self.progress.event(event)
+            new = b""
+            if path.exists():
+                with path.open("rb") as log:  # only what was appended since the last look
+                    log.seek(offset)
+                    new = log.read()
+                offset += len(new)
+            *lines, partial = (partial + new).split(b"\n")
+            for line in lines:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict):
+                        self.progress.event(event)
             if finished:
                 return
-            if len(events) == seen:  # nothing new since the last look: the cell is still running
+            if not lines:  # nothing new since the last look: the cell is still running
                 self.progress.tick()
-            seen = len(events)
             done.wait(POLL_SECONDS)
 
     def stop(self) -> None:
