@@ -16,7 +16,9 @@ LAB_DIR  ?= notebooks/
 # The learner's lab: its own Jupyter configuration (jupyter-config/learner/) switches nbgrader's instructor
 # tools off (menu, Create Assignment, formgrader, Validate, and their server extensions).
 LEARNER_JUPYTER := env -u MPLBACKEND JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config/learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
-WHEEL := dist/backprop_course-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
+# The wheel's file name from pyproject.toml's name (dashes as underscores) and version: a fork that renames the
+# package changes pyproject.toml only.
+WHEEL := dist/$(shell sed -n 's/^name = "\(.*\)"/\1/p' pyproject.toml | tr - _)-$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)-py3-none-any.whl
 
 .PHONY: demo test system-deps lab instructor-lab wheel dist build validate lint format clean
 

@@ -58,10 +58,11 @@ def solved_notebook(name: str) -> NotebookNode:
 
 
 def wheel_name() -> str:
-    """The file name of the wheel `make wheel` builds, from the version in pyproject.toml."""
+    """The file name of the wheel `make wheel` builds, from the name and version in pyproject.toml."""
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    name = re.search(r'^name = "([^"]+)"', text, re.MULTILINE).group(1).replace("-", "_")
     version = re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)
-    return f"backprop_course-{version}-py3-none-any.whl"
+    return f"{name}-{version}-py3-none-any.whl"
 
 
 def make_wheel() -> Path:
