@@ -721,13 +721,17 @@ class FuncIgnoresNeeds(LinearFunctionFunc):
         return grad_output.mm(weight), grad_output.t().mm(input), grad_output.sum(0)
 
 
+def _linear_grads_from(ctx, g):
+    """LinearFunctionFunc's gradients from the upstream gradient ``g``, each only when it is needed."""
+    input, weight, bias = ctx.saved_tensors
+    grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
+    return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+
+
 class FuncViewsUpstream(LinearFunctionFunc):
     @staticmethod
     def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        g = grad_output.view(-1).view(grad_output.shape)
-        grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
-        return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+        return _linear_grads_from(ctx, grad_output.view(-1).view(grad_output.shape))
 
 
 class FuncReshapesUpstream(LinearFunctionFunc):
@@ -735,10 +739,7 @@ class FuncReshapesUpstream(LinearFunctionFunc):
 
     @staticmethod
     def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        g = grad_output.reshape(-1).reshape(grad_output.shape)
-        grads = (g.mm(weight), g.t().mm(input), g.sum(0) if bias is not None else None)
-        return tuple(gr if need else None for gr, need in zip(grads, ctx.needs_input_grad, strict=False))
+        return _linear_grads_from(ctx, grad_output.reshape(-1).reshape(grad_output.shape))
 
 
 class FuncInPlaceBias(LinearFunctionFunc):

@@ -53,9 +53,13 @@ def test_a_numpy_answer_that_uses_torch_is_flagged(source: str) -> None:
     assert "PyTorch" in flag.reason and flag.cell == "relu"
 
 
-AUTOGRAD_BACKWARDS = {
-    "autograd.grad": """
-class LinearFunction(torch.autograd.Function):
+def _linear_function(backward_line: str, prelude: str = "", base: str = "torch.autograd.Function") -> str:
+    """LinearFunction, whose backward returns ``backward_line`` after ``prelude`` (module level)."""
+    return f"""
+import torch
+{prelude}
+
+class LinearFunction({base}):
     @staticmethod
     def forward(ctx, input, weight, bias=None):
         ctx.save_for_backward(input, weight, bias)
@@ -67,8 +71,13 @@ class LinearFunction(torch.autograd.Function):
         with torch.enable_grad():
             x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
             out = x @ w.T
-        return (*torch.autograd.grad(out, (x, w), grad_output), grad_output.sum(0))
-""",
+        return {backward_line}
+"""
+
+
+GRADS = "(*{}(out, (x, w), grad_output), grad_output.sum(0))"
+AUTOGRAD_BACKWARDS = {
+    "autograd.grad": _linear_function(GRADS.format("torch.autograd.grad")),
     ".backward()": """
 class MyReLU(Function):
     @staticmethod
@@ -122,29 +131,6 @@ def test_a_test_cell_grades_the_names_it_hands_to_its_checks() -> None:
     assert graded_names(source) == {"LinearFunction", "train_spiral", "Linear"}
 
 
-def _linear_function(backward_line: str, prelude: str = "", base: str = "torch.autograd.Function") -> str:
-    """LinearFunction, whose backward returns ``backward_line`` after ``prelude`` (module level)."""
-    return f"""
-import torch
-{prelude}
-
-class LinearFunction({base}):
-    @staticmethod
-    def forward(ctx, input, weight, bias=None):
-        ctx.save_for_backward(input, weight, bias)
-        return input @ weight.T + (bias if bias is not None else 0)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        with torch.enable_grad():
-            x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
-            out = x @ w.T
-        return {backward_line}
-"""
-
-
-GRADS = "(*{}(out, (x, w), grad_output), grad_output.sum(0))"
 HELPER = "def gradients(out, inputs, upstream):\n    return {}(out, inputs, upstream)\n"
 #: Ways of writing ``torch.autograd.grad`` or ``torch.func.vjp`` that the method check follows.
 EVASIONS = {
