@@ -206,7 +206,7 @@ def test_compare_table_rows_and_all_ok() -> None:
     ok_row, bad_row = table.rows()
     assert ok_row == ("dx", "yes", "0.0e+00", "0.0e+00", "ok")
     assert bad_row[:4] == ("dW", "no", "-", "-")
-    assert bad_row[4].endswith("Likely mistake: transposed (the values are right, the axes are swapped).")
+    assert bad_row[4].endswith("The values: transposed (the values are right, the axes are swapped).")
     assert compare(dx=(dx, dx)).all_ok
 
 
@@ -215,7 +215,31 @@ def test_compare_table_verdict_names_the_mistake() -> None:
     (row,) = compare(dx=(-dx, dx)).rows()
     assert row[1] == "yes"
     assert row[4].startswith("dx values differ in 6 of 6 elements")
-    assert row[4].endswith("Likely mistake: sign flipped.")
+    assert row[4].endswith("The values: sign flipped.")
+
+
+@pytest.mark.parametrize(
+    ("mine", "shown", "guess"),
+    [
+        # an in-place write into grad_output gives zeros too: the table cannot tell which
+        (np.zeros((2, 3)), "The values: all zeros.", "placeholder"),
+        # a factor 3 may be grad_output ignored, a wrong constant or a scale applied twice
+        (
+            3 * (np.arange(6.0).reshape(2, 3) + 1),
+            "The values: 3 times too large, a constant factor.",
+            "twice",
+        ),
+        (2 * (np.arange(6.0).reshape(2, 3) + 1), "The values: twice too large.", "square"),
+        (np.full((2, 3), np.nan), "6 NaN value(s) of 6", "overflow"),
+    ],
+)
+def test_compare_table_shows_the_pattern_never_a_guessed_cause(
+    mine: np.ndarray, shown: str, guess: str
+) -> None:
+    """A try-it cell sees two arrays only: it says what the values show and leaves causes to the test."""
+    (row,) = compare(dx=(mine, np.arange(6.0).reshape(2, 3) + 1)).rows()
+    assert shown in row[4], row[4]
+    assert guess not in row[4] and "?" not in row[4] and "Likely mistake" not in row[4], row[4]
 
 
 def test_compare_table_text_columns() -> None:

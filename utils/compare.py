@@ -35,7 +35,7 @@ class ComparisonTable:
         for v in self.verdicts:
             abs_err = "-" if v.max_abs_err is None else f"{v.max_abs_err:.1e}"
             rel_err = "-" if v.max_rel_err is None else f"{v.max_rel_err:.1e}"
-            verdict = "ok" if v.ok else v.message()
+            verdict = "ok" if v.ok else seen(v)
             out.append((v.name, "yes" if v.shape_ok else "no", abs_err, rel_err, verdict))
         return out
 
@@ -57,16 +57,42 @@ class ComparisonTable:
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: Candidate causes that follow a pattern (after ``: `` or `` (``) are the graded check's to name;
+#: a pattern that is itself only a guess at a cause is left out whole.
+_GUESSES = ("an overflow",)
+
+
+def seen(verdict: Verdict) -> str:
+    """A failing row's verdict: what was found, and the pattern the values show when there is one.
+
+    A try-it cell sees two arrays and nothing else (not whether an argument was changed in place, not
+    the other cases the graded test runs), so it never names a cause: where the comparison's likely
+    mistake is a question ("all zeros: is the computation missing, or a placeholder left in?"), only
+    the pattern before the question is shown ("all zeros"). The graded test cell, which sees more,
+    names the cause when it can tell.
+    """
+    pattern = verdict.likely
+    if pattern and pattern.rstrip(")").endswith("?"):
+        cuts = [i for i in (pattern.find(": "), pattern.find(" (")) if i > 0]
+        pattern = pattern[: min(cuts)] if cuts else None
+        if pattern and pattern.startswith(_GUESSES):
+            pattern = None
+    if not pattern:
+        return verdict.detail
+    return f"{verdict.detail} The values: {pattern}{'' if pattern.endswith('.') else '.'}"
+
+
 def compare(tol: Tolerance = FLOAT64, **pairs: tuple[Any, Any]) -> ComparisonTable:
     """Compare your values with reference values, one table row per keyword.
 
     Introduced in notebook 01. Usage: ``compare(dx=(dx, dx_ref), dW=(dW, dW_ref))``. Each row says
     whether the shape matches, the largest absolute error ``|yours - ref|`` and the largest relative
     error ``|yours - ref| / (|yours| + |ref|)`` (a denominator below 1e-8 counts as 1e-8), and a
-    verdict that names the likely mistake when it can tell (``ok`` when every element is within
-    ``tol``). Uses the same comparison as the graded checks; values
-    of any floating dtype are accepted here, float32 with float32's tolerance (the graded checks
-    ask for float64).
+    verdict that says what was found and the pattern the values show, when there is one (``ok`` when
+    every element is within ``tol``): sign flipped, transposed, all zeros, a constant factor. The graded
+    test cell names the cause when it can tell; this table never guesses one. Uses the same comparison
+    as the graded checks; values of any floating dtype are accepted here, float32 with float32's
+    tolerance (the graded checks ask for float64).
     """
     verdicts = []
     for name, pair in pairs.items():
