@@ -21,7 +21,6 @@ from autograder.checks.beyond_basics.double_backward import DOUBLE_BACKWARD, che
 from autograder.checks.beyond_basics.legendre import (
     FIT_INIT,
     FIT_LEGENDRE,
-    FIT_LEGENDRE_POINTS,
     FIT_LR,
     LEGENDRE,
     check_fit_legendre,
@@ -45,7 +44,6 @@ __all__ = [
     "DOUBLE_BACKWARD",
     "FIT_INIT",
     "FIT_LEGENDRE",
-    "FIT_LEGENDRE_POINTS",
     "FIT_LR",
     "LEGENDRE",
     "LINEAR_FUNCTION_FUNC",

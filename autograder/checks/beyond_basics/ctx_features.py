@@ -10,9 +10,6 @@ import torch
 from autograder.checks.core import Check, Evidence, freeze, register, run_check
 from autograder.checks.functions import FAILED, FunctionRun, label_of, observed, tensor
 
-CTX_POINTS = 3.0
-
-
 CTX_N, CTX_C = 4, 5
 
 
@@ -133,7 +130,7 @@ def collect_ctx_features(max_cls: Any, relu_cls: Any, sc_cls: Any, *, seed: int 
 
 
 CTX_FEATURES = register(
-    Check("ctx_features", "MaxWithIndex, InplaceReLU and SquareAndCube", CTX_POINTS, collect_ctx_features)
+    Check("ctx_features", "MaxWithIndex, InplaceReLU and SquareAndCube", 3.0, collect_ctx_features)
 )
 
 

@@ -11,9 +11,6 @@ from autograder.checks.core import Check, Evidence, freeze, register, run_check
 from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import FunctionRun, label_of, tensor
 
-DOUBLE_POINTS = 3.0
-
-
 DOUBLE_SHAPE = (4, 3)
 
 
@@ -73,9 +70,7 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     return {"check": "double_backward", "seed": seed, "cases": {"Cube": cube.record, "NumpyCube": npc.record}}
 
 
-DOUBLE_BACKWARD = register(
-    Check("double_backward", "Cube and NumpyCube", DOUBLE_POINTS, collect_double_backward)
-)
+DOUBLE_BACKWARD = register(Check("double_backward", "Cube and NumpyCube", 3.0, collect_double_backward))
 
 
 def check_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0) -> float:

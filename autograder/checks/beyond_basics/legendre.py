@@ -12,9 +12,6 @@ from autograder.checks.core import Check, Evidence, register, run_check
 from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import FunctionRun, label_of, tensor
 
-LEGENDRE_POINTS = 1.5
-
-
 LEGENDRE_SHAPE = (7,)
 
 
@@ -45,15 +42,12 @@ def collect_legendre(fn_cls: Any, *, seed: int = 0) -> Evidence:
     return {"check": "legendre", "seed": seed, "cases": {"x (7,)": run.record}}
 
 
-LEGENDRE = register(Check("legendre", "LegendrePolynomial3", LEGENDRE_POINTS, collect_legendre))
+LEGENDRE = register(Check("legendre", "LegendrePolynomial3", 1.5, collect_legendre))
 
 
 def check_legendre(fn_cls: Any, *, seed: int = 0) -> float:
     """Grade ``LegendrePolynomial3`` (values, gradient, direct backward); return points."""
     return run_check(LEGENDRE, fn_cls, seed=seed)
-
-
-FIT_LEGENDRE_POINTS = 2.0
 
 
 #: The tutorial's setup: 2000 points on [-pi, pi], start a=0, b=-1, c=0, d=0.3, lr 5e-6, 2000 steps.
@@ -111,7 +105,7 @@ def collect_fit_legendre(fit_legendre: Any, *, seed: int = 0) -> Evidence:
     return {"check": "fit_legendre", "seed": seed, "cases": {"fit": run.record}}
 
 
-FIT_LEGENDRE = register(Check("fit_legendre", "fit_legendre", FIT_LEGENDRE_POINTS, collect_fit_legendre))
+FIT_LEGENDRE = register(Check("fit_legendre", "fit_legendre", 2.0, collect_fit_legendre))
 
 
 def check_fit_legendre(fit_legendre: Any, *, seed: int = 0) -> float:

@@ -12,9 +12,6 @@ from autograder.checks.core import Check, Evidence, case_seed, freeze, register,
 from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import FunctionRun, label_of, tensor
 
-FUNC_POINTS = 4.0
-
-
 #: N, D_in, D_out pairwise distinct; B is the number of stacked weights for vmap.
 FUNC_SIZES = {"N": 4, "D": 3, "M": 5, "B": 2}
 
@@ -127,16 +124,13 @@ def collect_linear_function_func(fn_cls: Any, *, seed: int = 0) -> Evidence:
 
 
 LINEAR_FUNCTION_FUNC = register(
-    Check("linear_function_func", "LinearFunctionFunc", FUNC_POINTS, collect_linear_function_func)
+    Check("linear_function_func", "LinearFunctionFunc", 4.0, collect_linear_function_func)
 )
 
 
 def check_linear_function_func(fn_cls: Any, *, seed: int = 0) -> float:
     """Grade ``LinearFunctionFunc`` (autograd, direct backward, vmap, torch.func.grad); return points."""
     return run_check(LINEAR_FUNCTION_FUNC, fn_cls, seed=seed)
-
-
-BATCHED_POINTS = 3.0
 
 
 BATCHED_D, BATCHED_M = 5, 6
@@ -191,7 +185,7 @@ BATCHED_LINEAR = register(
     Check(
         "batched_linear",
         "LinearFunction with leading batch dimensions",
-        BATCHED_POINTS,
+        3.0,
         collect_batched_linear,
     )
 )

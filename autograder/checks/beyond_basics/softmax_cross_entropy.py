@@ -11,9 +11,6 @@ from autograder.checks.core import Check, Evidence, case_seed, register, run_che
 from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import FunctionRun, label_of, tensor
 
-SCE_POINTS = 3.0
-
-
 SCE_CASES: dict[str, tuple[int, int, float]] = {
     "N=5, C=3": (5, 3, 1.0),
     "N=1, C=3": (1, 3, 1.0),
@@ -92,7 +89,7 @@ SOFTMAX_CROSS_ENTROPY_FUNCTION = register(
     Check(
         "softmax_cross_entropy_function",
         "SoftmaxCrossEntropy",
-        SCE_POINTS,
+        3.0,
         collect_softmax_cross_entropy_function,
     )
 )

@@ -11,8 +11,6 @@ from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
 from autograder.checks.functions import returned
 
-BACKWARD_BY_HAND_POINTS = 2.0
-
 
 class RawLinear(torch.autograd.Function):
     """``x @ W.T + b`` whose backward hands back ``grad_output`` itself as the bias gradient, unsummed.
@@ -87,9 +85,7 @@ def collect_backward_by_hand(backward_by_hand: Any, *, seed: int = 0) -> Evidenc
     return {"check": "backward_by_hand", "seed": seed, "cases": cases}
 
 
-BACKWARD_BY_HAND = register(
-    Check("backward_by_hand", "backward_by_hand", BACKWARD_BY_HAND_POINTS, collect_backward_by_hand)
-)
+BACKWARD_BY_HAND = register(Check("backward_by_hand", "backward_by_hand", 2.0, collect_backward_by_hand))
 
 
 def check_backward_by_hand(backward_by_hand: Any, *, seed: int = 0) -> float:

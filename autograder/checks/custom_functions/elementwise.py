@@ -11,9 +11,6 @@ from autograder.checks.core import Check, Evidence, case_seed, register, run_che
 from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import Arg, run_function
 
-ELEMENTWISE_POINTS = 1.0
-
-
 #: For each elementwise Function: its class name, its cases as (label, x shape, constant), and the
 #: label of its special case (the third).
 ELEMENTWISE: dict[str, dict[str, Any]] = {
@@ -92,7 +89,7 @@ def _elementwise_check(kind: str) -> Check:
         return collect_elementwise(kind, fn_cls, seed=seed)
 
     collect.__doc__ = f"Run the learner's {label} on every case and record the results."
-    return register(Check(kind, label, ELEMENTWISE_POINTS, collect))
+    return register(Check(kind, label, 1.0, collect))
 
 
 MUL_CONSTANT = _elementwise_check("mul_constant")

@@ -11,9 +11,6 @@ from autograder.checks.core import Check, Evidence, case_seed, register, run_che
 from autograder.checks.function_contract import collect_contract
 from autograder.checks.functions import Arg, run_function
 
-LINEAR_FUNCTION_POINTS = 6.0
-
-
 #: The same for LinearFunction, whose mixed requires_grad cases are items of their own.
 LINEAR_OPT_OUT = {
     "ctx": "judged by the item 'tensors via save_for_backward'",
@@ -93,9 +90,7 @@ def collect_linear_function(LinearFunction: Any, *, seed: int = 0) -> Evidence:
     return {"check": "linear_function", "seed": seed, "cases": cases}
 
 
-LINEAR_FUNCTION = register(
-    Check("linear_function", "LinearFunction", LINEAR_FUNCTION_POINTS, collect_linear_function)
-)
+LINEAR_FUNCTION = register(Check("linear_function", "LinearFunction", 6.0, collect_linear_function))
 
 
 def check_linear_function(LinearFunction: Any, *, seed: int = 0) -> float:

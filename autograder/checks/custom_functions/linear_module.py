@@ -10,9 +10,6 @@ import torch
 from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
 
-LINEAR_MODULE_POINTS = 2.0
-
-
 #: (label, in_features, out_features, bias)
 MODULE_CASES = (
     ("Linear(3, 5)", 3, 5, True),
@@ -98,7 +95,7 @@ def collect_linear_module(Linear: Any, *, seed: int = 0) -> Evidence:
     return {"check": "linear_module", "seed": seed, "cases": cases}
 
 
-LINEAR_MODULE = register(Check("linear_module", "Linear", LINEAR_MODULE_POINTS, collect_linear_module))
+LINEAR_MODULE = register(Check("linear_module", "Linear", 2.0, collect_linear_module))
 
 
 def check_linear_module(Linear: Any, *, seed: int = 0) -> float:

@@ -11,8 +11,6 @@ from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, freeze, register, run_check
 from autograder.checks.jacobian_layers import DTYPES, PLANTED, jacobian_inputs, planted_layer, tanh_linear
 
-JACOBIAN_POINTS = 2.0
-
 
 def collect_max_jacobian_error(max_jacobian_error: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``max_jacobian_error(fn, inputs)`` with float64 and float32 inputs, on
@@ -32,7 +30,7 @@ def collect_max_jacobian_error(max_jacobian_error: Any, *, seed: int = 0) -> Evi
 
 
 MAX_JACOBIAN_ERROR = register(
-    Check("max_jacobian_error", "max_jacobian_error", JACOBIAN_POINTS, collect_max_jacobian_error)
+    Check("max_jacobian_error", "max_jacobian_error", 2.0, collect_max_jacobian_error)
 )
 
 

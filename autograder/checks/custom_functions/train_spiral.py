@@ -13,9 +13,6 @@ from torch import nn
 from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze_losses, register, run_check
 
-TRAIN_SPIRAL_POINTS = 2.0
-
-
 #: The recipe train_spiral follows (its docstring states it); the check passes these explicitly.
 SPIRAL_STEPS, SPIRAL_HIDDEN, SPIRAL_LR = 30, 32, 1.0
 
@@ -81,7 +78,7 @@ def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Ev
     return {"check": "train_spiral", "seed": seed, "runs": runs}
 
 
-TRAIN_SPIRAL = register(Check("train_spiral", "train_spiral", TRAIN_SPIRAL_POINTS, collect_train_spiral))
+TRAIN_SPIRAL = register(Check("train_spiral", "train_spiral", 2.0, collect_train_spiral))
 
 
 def check_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> float:
