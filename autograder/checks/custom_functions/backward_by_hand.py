@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
 
 from autograder.checks.calling import call
 from autograder.checks.core import Check, Evidence, case_seed, freeze, register, run_check
-from autograder.checks.functions import returned
+from autograder.checks.functions import Returned, returned
 
 
 class RawLinear(torch.autograd.Function):
@@ -60,6 +60,18 @@ def by_hand_inputs(seed: int) -> dict[str, dict[str, Any]]:
     return cases
 
 
+class ByHandCase(TypedDict):
+    """The evidence of one case of backward_by_hand: ``error`` (the first call's error, or None),
+    ``notes``, ``results`` (what each of the two calls returned), ``grads_after`` and ``inputs_after``
+    (each tensor's ``.grad`` and value after the calls; ``b`` absent when the case passes None)."""
+
+    error: str | None
+    notes: list[str]
+    results: list[Returned]
+    grads_after: dict[str, Any]
+    inputs_after: dict[str, Any]
+
+
 def collect_backward_by_hand(backward_by_hand: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``backward_by_hand(RawLinear, x, W, b, grad)`` twice per case; record both
     results and every ``.grad`` afterwards."""
@@ -70,7 +82,13 @@ def collect_backward_by_hand(backward_by_hand: Any, *, seed: int = 0) -> Evidenc
         W = torch.tensor(data["W"], requires_grad=rw)
         b = None if data["b"] is None else torch.tensor(data["b"], requires_grad=rb)
         g = torch.tensor(data["grad"])
-        record: dict[str, Any] = {"error": None, "notes": [], "results": []}
+        record: ByHandCase = {
+            "error": None,
+            "notes": [],
+            "results": [],
+            "grads_after": {},
+            "inputs_after": {},
+        }
         for _ in range(2):
             outcome = call(backward_by_hand, RawLinear, x, W, b, g, name="backward_by_hand")
             record["notes"] += [n for n in outcome.notes if n not in record["notes"]]

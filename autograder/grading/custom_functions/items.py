@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from autograder.checks.compare import Verdict, compare
+from autograder.checks.functions import Returned
 from autograder.checks.report import Item
 from autograder.grading.function_contract import ctx_attributes_message
 from autograder.grading.toolkit import backward_returns, describe, error_or_verdicts, step_error
@@ -32,6 +33,22 @@ def reference_jacobians(
     }
 
 
+#: The expected gradients of a Function's runs through autograd, by stage, then by input name:
+#: ``{"autograd": {"x": ...}, "sum": {"x": ...}, "jacobian": {"x": ...}}``, the stages judged in that
+#: order; each stage's inputs are those the evidence records for it (:mod:`autograder.checks.functions`).
+ExpectedGrads = dict[str, dict[str, np.ndarray]]
+
+#: How feedback names each autograd stage whose call failed.
+STAGE_CALLS = {"sum": "out.sum().backward()", "autograd": "out.backward(grad_output)"}
+
+#: What a right .grad for a random upstream but a wrong one for .sum() most likely is.
+SUM_ONLY_WRONG = (
+    "an in-place write into grad_output: out.sum().backward() passes an expanded all-ones tensor whose "
+    "elements share one memory location, so writing into it changes every element; compute a new tensor "
+    "instead"
+)
+
+
 def grads_item(
     name: str,
     record: dict[str, Any],
@@ -43,39 +60,43 @@ def grads_item(
     only: Sequence[int] | None = None,
     batch_size: int | None = None,
 ) -> Item:
-    """Backward called directly: one entry per forward input, each the exact shape and value expected.
+    """Backward called directly on a Function's case record: the forward and the direct call must have
+    run, then :func:`returned_grads_item` judges what backward returned."""
+    error = step_error(record, "forward", "direct")
+    if error:
+        return Item(name, False, error, weight)
+    direct = record["outputs"]["direct"]
+    return returned_grads_item(name, direct, expected, names, label, weight, mistakes, only, batch_size)
+
+
+def returned_grads_item(
+    name: str,
+    returned: Returned,
+    expected: Sequence[np.ndarray | None],
+    names: Sequence[str],
+    label: str,
+    weight: float,
+    mistakes: dict[str, dict[str, Any]] | None = None,
+    only: Sequence[int] | None = None,
+    batch_size: int | None = None,
+) -> Item:
+    """The exact-shape gradient item: one entry per forward input, each the exact shape and value expected.
 
     ``expected`` has one entry per input of forward, None where the gradient must be None. ``only``
     restricts the item to some entries (the others may be None or anything). The return value is
     read as PyTorch reads it (:func:`backward_returns`): an item fails on a wrong count only when
     the count concerns the entries it judges.
     """
-    error = step_error(record, "forward", "direct")
-    if error:
-        return Item(name, False, error, weight)
     n = len(expected)
     indices = list(range(n) if only is None else only)
-    grads, problem = backward_returns(record["outputs"]["direct"], n, label, list(names))
-    given = len(record["outputs"]["direct"]["grads"])
+    grads, problem = backward_returns(returned, n, label, list(names))
+    given = len(returned["grads"])
     if problem and (only is None or given > n or any(i >= given for i in indices)):
         return Item(name, False, problem, weight)
     for i in indices:
-        want, got = expected[i], grads[i]
-        if want is None:
-            if got is not None:
-                return Item(
-                    name,
-                    False,
-                    f"{names[i]} should be None (its input has no gradient), but backward returned "
-                    f"{describe(got)}: a non-tensor input or one that needs no gradient gets None.",
-                    weight,
-                )
-            continue
-        if got is None:
-            return Item(name, False, f"{names[i]} is None; expected a tensor of shape {want.shape}.", weight)
-        verdict = compare(names[i], got, want, mistakes=(mistakes or {}).get(names[i]), batch_size=batch_size)
-        if not verdict.ok:
-            return Item(name, False, verdict.message(), weight)
+        wrong = _gradient_problem(names[i], grads[i], expected[i], (mistakes or {}).get(names[i]), batch_size)
+        if wrong:
+            return Item(name, False, wrong, weight)
     shapes = ", ".join(
         f"{names[i]} {tuple(expected[i].shape)}" if expected[i] is not None else f"{names[i]} None"
         for i in indices
@@ -83,54 +104,55 @@ def grads_item(
     return Item(name, True, f"exact shapes and values: {shapes}", weight)
 
 
+def _gradient_problem(
+    name: str, got: Any, want: np.ndarray | None, mistakes: dict[str, Any] | None, batch_size: int | None
+) -> str | None:
+    """Why one returned gradient is not the one expected (None where None is expected), or None."""
+    if want is None:
+        if got is None:
+            return None
+        return (
+            f"{name} should be None (its input has no gradient), but backward returned "
+            f"{describe(got)}: a non-tensor input or one that needs no gradient gets None."
+        )
+    if got is None:
+        return f"{name} is None; expected a tensor of shape {want.shape}."
+    verdict = compare(name, got, want, mistakes=mistakes, batch_size=batch_size)
+    return None if verdict.ok else verdict.message()
+
+
 def autograd_verdicts(
     record: dict[str, Any],
-    expected: dict[str, np.ndarray],
-    stages: Sequence[str],
+    expected: ExpectedGrads,
     mistakes: dict | None = None,
     batch_size: int | None = None,
 ) -> tuple[str | None, list[Verdict]]:
-    """Compare ``.grad`` after ``.backward()`` / ``.sum().backward()`` and the Jacobian with the reference."""
-    verdicts = []
+    """Compare ``.grad`` after ``.backward()`` / ``.sum().backward()`` and the Jacobian with the reference,
+    for each stage of ``expected`` in order; the first failed call stops it, with its error."""
     forward_error = step_error(record, "forward")
     if forward_error:  # the forward's own failure, never reported as a failure of backward
         return forward_error, []
-    for stage in stages:
+    verdicts: list[Verdict] = []
+    for stage, wanted in expected.items():
         error = step_error(record, stage)
         if error:
-            what = {"sum": "out.sum().backward()", "autograd": "out.backward(grad_output)"}.get(stage, stage)
-            return f"{what} failed: {error}", []
+            return f"{STAGE_CALLS.get(stage, stage)} failed: {error}", []
+        got = record["outputs"][stage]
         if stage == "jacobian":
-            for k, j in record["outputs"]["jacobian"].items():
-                verdicts.append(
-                    compare(
-                        f"the Jacobian with respect to {k}",
-                        j,
-                        expected[f"jacobian:{k}"],
-                        batch_size=batch_size,
-                    )
-                )
-        else:
-            earlier_ok = all(v.ok for v in verdicts)
-            for k, g in record["outputs"][stage].items():
-                title = f"{k}.grad after out.sum().backward()" if stage == "sum" else f"{k}.grad"
-                verdict = compare(
-                    title,
-                    g,
-                    expected[f"{stage}:{k}"],
-                    mistakes=(mistakes or {}).get(k),
-                    batch_size=batch_size,
-                )
-                if stage == "sum" and not verdict.ok and earlier_ok:
-                    # right with a random upstream gradient, wrong with .sum()'s: the difference is
-                    # that .sum() passes an expanded tensor whose elements share one memory location
-                    verdict = dataclasses.replace(
-                        verdict,
-                        likely="an in-place write into grad_output: out.sum().backward() passes an "
-                        "expanded all-ones tensor whose elements share one memory location, so writing "
-                        "into it changes every element; compute a new tensor instead",
-                    )
-                verdicts.append(verdict)
+            verdicts += [
+                compare(f"the Jacobian with respect to {k}", j, wanted[k], batch_size=batch_size)
+                for k, j in got.items()
+            ]
+            continue
+        earlier_ok = all(v.ok for v in verdicts)
+        for k, g in got.items():
+            title = f"{k}.grad after out.sum().backward()" if stage == "sum" else f"{k}.grad"
+            verdict = compare(title, g, wanted[k], mistakes=(mistakes or {}).get(k), batch_size=batch_size)
+            if stage == "sum" and not verdict.ok and earlier_ok:
+                # right with a random upstream gradient, wrong with .sum()'s: the difference is
+                # that .sum() passes an expanded tensor whose elements share one memory location
+                verdict = dataclasses.replace(verdict, likely=SUM_ONLY_WRONG)
+            verdicts.append(verdict)
     return None, verdicts
 
 
@@ -141,13 +163,13 @@ def verdicts_item(name: str, error: str | None, verdicts: list[Verdict], weight:
 
 def through_autograd_item(
     record: dict[str, Any],
-    expected: dict[str, np.ndarray],
+    expected: ExpectedGrads,
     what: str,
     mistakes: dict | None = None,
     batch_size: int | None = None,
 ) -> Item:
     """The "through autograd" item (1): gradients for a random upstream, for ``.sum()``, and the Jacobian."""
-    err, verdicts = autograd_verdicts(record, expected, ("autograd", "sum", "jacobian"), mistakes, batch_size)
+    err, verdicts = autograd_verdicts(record, expected, mistakes, batch_size)
     text = f"{what} after .backward(grad_output) and after .sum().backward(), and the float64 Jacobian"
     return verdicts_item("through autograd", err, verdicts, 1.0, text)
 

@@ -123,8 +123,8 @@ def _linear_cases_item(
         )
         if not item.passed:
             return Item(name, False, f"when {label}: {item.message}", weight)
-        wanted = {f"autograd:{k}": ref[d] for k, d in (("x", "dx"), ("W", "dW"), ("b", "db"))}
-        err, verdicts = autograd_verdicts(record, wanted, ("autograd",), batch_size=n)
+        wanted = {"autograd": {"x": ref["dx"], "W": ref["dW"], "b": ref["db"]}}
+        err, verdicts = autograd_verdicts(record, wanted, batch_size=n)
         if err or not all(v.ok for v in verdicts):
             text = err or next(v.message() for v in verdicts if not v.ok)
             return Item(name, False, f"when {label}: {text}", weight)
@@ -209,9 +209,7 @@ def _no_bias_item(cases: dict[str, Any], inputs: dict[str, Any], refs: dict[str,
         )
         if not item.passed:
             return Item(name, False, f"{label}: {item.message}", weight)
-        err, verdicts = autograd_verdicts(
-            record, {"autograd:x": ref["dx"], "autograd:W": ref["dW"]}, ("autograd",)
-        )
+        err, verdicts = autograd_verdicts(record, {"autograd": {"x": ref["dx"], "W": ref["dW"]}})
         if err or not all(v.ok for v in verdicts):
             text = err or next(v.message() for v in verdicts if not v.ok)
             return Item(name, False, f"{label}: {text}", weight)
@@ -288,15 +286,11 @@ def grade_linear_function(evidence: Evidence) -> Report:
         report.add(item)
 
     wanted = {
-        "autograd:x": ref["dx"],
-        "autograd:W": ref["dW"],
-        "autograd:b": ref["db"],
-        "sum:x": ref["sum_dx"],
-        "sum:W": ref["sum_dW"],
-        "sum:b": ref["sum_db"],
+        "autograd": {"x": ref["dx"], "W": ref["dW"], "b": ref["db"]},
+        "sum": {"x": ref["sum_dx"], "W": ref["sum_dW"], "b": ref["sum_db"]},
     }
     jac = reference_jacobians(F.linear, {"x": data["x"], "W": data["W"], "b": data["b"]})
-    wanted.update({f"jacobian:{k}": v for k, v in jac.items()})
+    wanted["jacobian"] = jac
     report.add(through_autograd_item(record, wanted, "every .grad", batch_size=data["x"].shape[0]))
     report.add(_no_bias_item(cases, inputs, refs))
 
