@@ -16,44 +16,24 @@ the graders are in :mod:`autograder.grading.beyond_basics`, module for module.
 
 from __future__ import annotations
 
-from autograder.checks.beyond_basics.ctx_features import CTX_FEATURES, check_ctx_features
-from autograder.checks.beyond_basics.double_backward import DOUBLE_BACKWARD, check_double_backward
-from autograder.checks.beyond_basics.legendre import (
-    FIT_INIT,
-    FIT_LEGENDRE,
-    FIT_LR,
-    LEGENDRE,
-    check_fit_legendre,
-    check_legendre,
-    fit_legendre_data,
-)
-from autograder.checks.beyond_basics.linear import (
-    BATCHED_LINEAR,
-    LINEAR_FUNCTION_FUNC,
-    check_batched_linear,
-    check_linear_function_func,
+from autograder.checks.beyond_basics.ctx_features import CTX_FEATURES as CTX_FEATURES
+from autograder.checks.beyond_basics.ctx_features import check_ctx_features as check_ctx_features
+from autograder.checks.beyond_basics.double_backward import DOUBLE_BACKWARD as DOUBLE_BACKWARD
+from autograder.checks.beyond_basics.double_backward import check_double_backward as check_double_backward
+from autograder.checks.beyond_basics.legendre import FIT_INIT as FIT_INIT
+from autograder.checks.beyond_basics.legendre import FIT_LEGENDRE as FIT_LEGENDRE
+from autograder.checks.beyond_basics.legendre import FIT_LR as FIT_LR
+from autograder.checks.beyond_basics.legendre import LEGENDRE as LEGENDRE
+from autograder.checks.beyond_basics.legendre import check_fit_legendre as check_fit_legendre
+from autograder.checks.beyond_basics.legendre import check_legendre as check_legendre
+from autograder.checks.beyond_basics.legendre import fit_legendre_data as fit_legendre_data
+from autograder.checks.beyond_basics.linear import BATCHED_LINEAR as BATCHED_LINEAR
+from autograder.checks.beyond_basics.linear import LINEAR_FUNCTION_FUNC as LINEAR_FUNCTION_FUNC
+from autograder.checks.beyond_basics.linear import check_batched_linear as check_batched_linear
+from autograder.checks.beyond_basics.linear import check_linear_function_func as check_linear_function_func
+from autograder.checks.beyond_basics.softmax_cross_entropy import (
+    SOFTMAX_CROSS_ENTROPY_FUNCTION as SOFTMAX_CROSS_ENTROPY_FUNCTION,
 )
 from autograder.checks.beyond_basics.softmax_cross_entropy import (
-    SOFTMAX_CROSS_ENTROPY_FUNCTION,
-    check_softmax_cross_entropy_function,
+    check_softmax_cross_entropy_function as check_softmax_cross_entropy_function,
 )
-
-__all__ = [
-    "BATCHED_LINEAR",
-    "CTX_FEATURES",
-    "DOUBLE_BACKWARD",
-    "FIT_INIT",
-    "FIT_LEGENDRE",
-    "FIT_LR",
-    "LEGENDRE",
-    "LINEAR_FUNCTION_FUNC",
-    "SOFTMAX_CROSS_ENTROPY_FUNCTION",
-    "check_batched_linear",
-    "check_ctx_features",
-    "check_double_backward",
-    "check_fit_legendre",
-    "check_legendre",
-    "check_linear_function_func",
-    "check_softmax_cross_entropy_function",
-    "fit_legendre_data",
-]

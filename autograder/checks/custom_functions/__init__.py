@@ -22,48 +22,27 @@ module.
 
 from __future__ import annotations
 
-from autograder.checks.custom_functions.backward_by_hand import BACKWARD_BY_HAND, check_backward_by_hand
-from autograder.checks.custom_functions.elementwise import (
-    EXP,
-    MUL_CONSTANT,
-    MY_RELU,
-    check_exp,
-    check_mul_constant,
-    check_my_relu,
+from autograder.checks.custom_functions.backward_by_hand import BACKWARD_BY_HAND as BACKWARD_BY_HAND
+from autograder.checks.custom_functions.backward_by_hand import (
+    check_backward_by_hand as check_backward_by_hand,
 )
-from autograder.checks.custom_functions.linear_function import LINEAR_FUNCTION, MAIN, check_linear_function
-from autograder.checks.custom_functions.linear_module import (
-    LINEAR_MODULE,
-    check_linear_module,
-    collect_linear_module,
+from autograder.checks.custom_functions.elementwise import EXP as EXP
+from autograder.checks.custom_functions.elementwise import MUL_CONSTANT as MUL_CONSTANT
+from autograder.checks.custom_functions.elementwise import MY_RELU as MY_RELU
+from autograder.checks.custom_functions.elementwise import check_exp as check_exp
+from autograder.checks.custom_functions.elementwise import check_mul_constant as check_mul_constant
+from autograder.checks.custom_functions.elementwise import check_my_relu as check_my_relu
+from autograder.checks.custom_functions.linear_function import LINEAR_FUNCTION as LINEAR_FUNCTION
+from autograder.checks.custom_functions.linear_function import MAIN as MAIN
+from autograder.checks.custom_functions.linear_function import check_linear_function as check_linear_function
+from autograder.checks.custom_functions.linear_module import LINEAR_MODULE as LINEAR_MODULE
+from autograder.checks.custom_functions.linear_module import check_linear_module as check_linear_module
+from autograder.checks.custom_functions.linear_module import collect_linear_module as collect_linear_module
+from autograder.checks.custom_functions.max_jacobian_error import MAX_JACOBIAN_ERROR as MAX_JACOBIAN_ERROR
+from autograder.checks.custom_functions.max_jacobian_error import (
+    check_max_jacobian_error as check_max_jacobian_error,
 )
-from autograder.checks.custom_functions.max_jacobian_error import MAX_JACOBIAN_ERROR, check_max_jacobian_error
-from autograder.checks.custom_functions.train_spiral import (
-    TRAIN_SPIRAL,
-    check_train_spiral,
-    collect_train_spiral,
-    spiral_recipe,
-)
-
-__all__ = [
-    "BACKWARD_BY_HAND",
-    "EXP",
-    "LINEAR_FUNCTION",
-    "LINEAR_MODULE",
-    "MAIN",
-    "MAX_JACOBIAN_ERROR",
-    "MUL_CONSTANT",
-    "MY_RELU",
-    "TRAIN_SPIRAL",
-    "check_backward_by_hand",
-    "check_exp",
-    "check_linear_function",
-    "check_linear_module",
-    "check_max_jacobian_error",
-    "check_mul_constant",
-    "check_my_relu",
-    "check_train_spiral",
-    "collect_linear_module",
-    "collect_train_spiral",
-    "spiral_recipe",
-]
+from autograder.checks.custom_functions.train_spiral import TRAIN_SPIRAL as TRAIN_SPIRAL
+from autograder.checks.custom_functions.train_spiral import check_train_spiral as check_train_spiral
+from autograder.checks.custom_functions.train_spiral import collect_train_spiral as collect_train_spiral
+from autograder.checks.custom_functions.train_spiral import spiral_recipe as spiral_recipe

@@ -49,24 +49,15 @@ SUM_ONLY_WRONG = (
 )
 
 
-def grads_item(
-    name: str,
-    record: dict[str, Any],
-    expected: Sequence[np.ndarray | None],
-    names: Sequence[str],
-    label: str,
-    weight: float,
-    mistakes: dict[str, dict[str, Any]] | None = None,
-    only: Sequence[int] | None = None,
-    batch_size: int | None = None,
-) -> Item:
+def grads_item(name: str, record: dict[str, Any], *judged: Any, **options: Any) -> Item:
     """Backward called directly on a Function's case record: the forward and the direct call must have
-    run, then :func:`returned_grads_item` judges what backward returned."""
+    run, then :func:`returned_grads_item` judges what backward returned (``judged`` and ``options`` are
+    its arguments after the return value: expected, names, label, weight, then the optional ones)."""
     error = step_error(record, "forward", "direct")
     if error:
+        weight = judged[3] if len(judged) > 3 else options["weight"]
         return Item(name, False, error, weight)
-    direct = record["outputs"]["direct"]
-    return returned_grads_item(name, direct, expected, names, label, weight, mistakes, only, batch_size)
+    return returned_grads_item(name, record["outputs"]["direct"], *judged, **options)
 
 
 def returned_grads_item(
