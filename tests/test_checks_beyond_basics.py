@@ -579,12 +579,12 @@ def fit_on_the_tutorials_x(x, y):
 
 @pytest.mark.parametrize("seed", [3, 7])
 def test_fit_that_ignores_x_passes_the_visible_call_and_fails_a_hidden_one_named(seed):
-    assert grade(checks.FIT_LEGENDRE, fit_on_the_tutorials_x).score == checks.FIT_LEGENDRE_POINTS
+    assert grade(checks.FIT_LEGENDRE, fit_on_the_tutorials_x).score == checks.FIT_LEGENDRE.points
     report = grade(checks.FIT_LEGENDRE, fit_on_the_tutorials_x, seed=seed)
     failing = [i for i in report.items if not i.passed]
     assert "reaches the tutorial's loss" in [i.name for i in failing]
     assert all("ignores its x argument" in i.message and "p -= lr" not in i.message for i in failing)
-    assert grade(checks.FIT_LEGENDRE, fit_legendre, seed=seed).score == checks.FIT_LEGENDRE_POINTS
+    assert grade(checks.FIT_LEGENDRE, fit_legendre, seed=seed).score == checks.FIT_LEGENDRE.points
     # a loop stopped early on the right x is not blamed on x
     early = grade(checks.FIT_LEGENDRE, lambda x, y: fit_legendre_with(x, y, steps=50), seed=seed)
     assert "ignores its x" not in early.render()
@@ -592,7 +592,7 @@ def test_fit_that_ignores_x_passes_the_visible_call_and_fails_a_hidden_one_named
 
 def test_fit_target_is_the_tutorial_loss():
     """The stated target: the tutorial's loop on y = sin(x) reaches a sum of squared errors of about 8.94."""
-    assert math.isclose(graders._reference_fit_loss(0), 8.943, rel_tol=1e-3)
+    assert math.isclose(graders.legendre.reference_fit_loss(0), 8.943, rel_tol=1e-3)
 
 
 def test_numbers_are_float64():

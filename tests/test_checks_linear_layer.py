@@ -23,11 +23,11 @@ from autograder.checks import (
 from autograder.checks import linear_layer as checks_linear
 from autograder.checks.evidence import NotAnArray
 from autograder.checks.linear_layer import (
-    FIT_CUBIC_POINTS,
+    FIT_CUBIC,
     GRADIENT_SHAPES,
-    LINEAR_LAYER_POINTS,
-    MSE_LOSS_POINTS,
-    NUMERICAL_GRADIENT_POINTS,
+    LINEAR_LAYER,
+    MSE_LOSS,
+    NUMERICAL_GRADIENT,
     cubic_features,
     gradient_inputs,
     numpy_function,
@@ -155,7 +155,7 @@ def float32_result(f, x, h=1e-5):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_numerical_gradient_reference_gets_full_points(seed: int, capfd: pytest.CaptureFixture) -> None:
-    assert check_numerical_gradient(numerical_gradient, seed=seed) == NUMERICAL_GRADIENT_POINTS
+    assert check_numerical_gradient(numerical_gradient, seed=seed) == NUMERICAL_GRADIENT.points
     out, err = capfd.readouterr()
     assert err == ""
     assert "3 / 3 points" in out
@@ -170,7 +170,7 @@ def test_numerical_gradient_blank_scores_zero(capfd: pytest.CaptureFixture) -> N
 @pytest.mark.parametrize("seed", SEEDS)
 def test_numerical_gradient_rejects_forward_differences(seed: int) -> None:
     report = grade(CHECKS["numerical_gradient"], forward_differences, seed=seed)
-    assert report.score < NUMERICAL_GRADIENT_POINTS
+    assert report.score < NUMERICAL_GRADIENT.points
     assert {"values, 2-D x", "values, 1-D and 3-D x", "uses h"} <= failed(report)
     assert "forward differences" in item(report, "values, 2-D x").message
     assert item(report, "x unchanged").passed
@@ -178,7 +178,7 @@ def test_numerical_gradient_rejects_forward_differences(seed: int) -> None:
 
 def test_numerical_gradient_rejects_dividing_by_h() -> None:
     report = grade(CHECKS["numerical_gradient"], divided_by_h)
-    assert report.score < NUMERICAL_GRADIENT_POINTS
+    assert report.score < NUMERICAL_GRADIENT.points
     assert "divided by h instead of 2 h" in item(report, "values, 2-D x").message
     assert "divided by h instead of 2 h" in item(report, "uses h").message
 
@@ -191,7 +191,7 @@ def test_numerical_gradient_rejects_a_flipped_sign() -> None:
 
 def test_numerical_gradient_rejects_x_left_changed() -> None:
     report = grade(CHECKS["numerical_gradient"], never_restored)
-    assert report.score < NUMERICAL_GRADIENT_POINTS
+    assert report.score < NUMERICAL_GRADIENT.points
     assert not item(report, "x unchanged").passed
     assert "restore each element" in item(report, "x unchanged").message
 
@@ -206,13 +206,13 @@ def test_numerical_gradient_rejects_restoring_by_adding_h_back() -> None:
 
 def test_numerical_gradient_rejects_code_written_for_1d_arrays() -> None:
     report = grade(CHECKS["numerical_gradient"], only_1d)
-    assert report.score < NUMERICAL_GRADIENT_POINTS
+    assert report.score < NUMERICAL_GRADIENT.points
     assert {"values, 2-D x", "values, 1-D and 3-D x"} <= failed(report)
 
 
 def test_numerical_gradient_rejects_code_written_for_2d_arrays() -> None:
     report = grade(CHECKS["numerical_gradient"], only_2d)
-    assert report.score < NUMERICAL_GRADIENT_POINTS
+    assert report.score < NUMERICAL_GRADIENT.points
     assert item(report, "values, 2-D x").passed
     assert not item(report, "values, 1-D and 3-D x").passed
     assert "IndexError" in item(report, "values, 1-D and 3-D x").message
@@ -293,13 +293,13 @@ def backward_mean_over_batch(dout, cache):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_linear_layer_reference_gets_full_points(seed: int, capfd: pytest.CaptureFixture) -> None:
-    assert check_linear_layer(linear_forward, linear_backward, seed=seed) == LINEAR_LAYER_POINTS
+    assert check_linear_layer(linear_forward, linear_backward, seed=seed) == LINEAR_LAYER.points
     assert capfd.readouterr().err == ""
 
 
 def test_linear_layer_blank_scores_zero() -> None:
     assert check_linear_layer(blank, blank) == 0.0
-    assert check_linear_layer(linear_forward, blank) < LINEAR_LAYER_POINTS
+    assert check_linear_layer(linear_forward, blank) < LINEAR_LAYER.points
 
 
 def test_linear_layer_rejects_a_transposed_dW() -> None:
@@ -386,7 +386,7 @@ def mse_squeezed(pred, target):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mse_loss_reference_gets_full_points(seed: int, capfd: pytest.CaptureFixture) -> None:
-    assert check_mse_loss(mse_loss, seed=seed) == MSE_LOSS_POINTS
+    assert check_mse_loss(mse_loss, seed=seed) == MSE_LOSS.points
     assert capfd.readouterr().err == ""
 
 
@@ -395,7 +395,7 @@ def test_mse_loss_accepts_a_numpy_scalar_loss() -> None:
         diff = pred - target
         return np.mean(diff**2), 2.0 * diff / diff.size
 
-    assert check_mse_loss(mse_numpy_scalar) == MSE_LOSS_POINTS
+    assert check_mse_loss(mse_numpy_scalar) == MSE_LOSS.points
 
 
 def test_mse_loss_blank_scores_zero() -> None:
@@ -501,13 +501,13 @@ def make_fit(
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_fit_cubic_reference_gets_full_points(seed: int, capfd: pytest.CaptureFixture) -> None:
-    assert check_fit_cubic(fit_cubic, seed=seed) == FIT_CUBIC_POINTS
+    assert check_fit_cubic(fit_cubic, seed=seed) == FIT_CUBIC.points
     assert capfd.readouterr().err == ""
 
 
 @pytest.mark.parametrize(("lr", "steps"), [(0.1, 2000), (0.3, 1000), (0.5, 500)])
 def test_fit_cubic_accepts_other_converging_hyperparameters(lr: float, steps: int) -> None:
-    assert check_fit_cubic(make_fit(lr=lr, steps=steps)) == FIT_CUBIC_POINTS
+    assert check_fit_cubic(make_fit(lr=lr, steps=steps)) == FIT_CUBIC.points
 
 
 def test_fit_cubic_accepts_losses_as_an_array() -> None:
@@ -515,7 +515,7 @@ def test_fit_cubic_accepts_losses_as_an_array() -> None:
         W, b, losses = fit_cubic(x, y)
         return W, b, np.array(losses)
 
-    assert check_fit_cubic(fit_array) == FIT_CUBIC_POINTS
+    assert check_fit_cubic(fit_array) == FIT_CUBIC.points
 
 
 def test_fit_cubic_blank_scores_zero(capfd: pytest.CaptureFixture) -> None:
@@ -541,7 +541,7 @@ def test_fit_cubic_scaffold_without_a_loop_scores_zero() -> None:
 @pytest.mark.parametrize(("lr", "steps"), [(0.05, 1000), (0.5, 30)])
 def test_fit_cubic_rejects_a_fit_that_has_not_converged(lr: float, steps: int) -> None:
     report = grade(CHECKS["fit_cubic"], make_fit(lr=lr, steps=steps))
-    assert 0 < report.score < FIT_CUBIC_POINTS
+    assert 0 < report.score < FIT_CUBIC.points
     assert not item(report, "converged").passed
     assert "not converged" in item(report, "converged").message
     # A slow loop loses the convergence points once: the shifted curve is judged relative to the sine.
@@ -573,7 +573,7 @@ def test_fit_cubic_with_an_extra_one_over_n_in_linear_backward_points_at_the_gra
         return W, b, losses
 
     report = grade(CHECKS["fit_cubic"], fit_with_mean_backward)
-    assert failed(report) == {"converged"} and report.score == FIT_CUBIC_POINTS - 1.0
+    assert failed(report) == {"converged"} and report.score == FIT_CUBIC.points - 1.0
     message = item(report, "converged").message
     assert "N = 256 times too small" in message and "linear_backward" in message
     assert "more steps or a larger lr" not in message
@@ -609,7 +609,7 @@ def test_fit_cubic_hidden_data_has_other_points_in_another_order() -> None:
 
 
 def test_fit_cubic_that_ignores_x_passes_the_visible_call_and_fails_a_hidden_one_named() -> None:
-    assert grade(CHECKS["fit_cubic"], fit_cubic_on_the_notebooks_x).score == FIT_CUBIC_POINTS
+    assert grade(CHECKS["fit_cubic"], fit_cubic_on_the_notebooks_x).score == FIT_CUBIC.points
     report = grade(CHECKS["fit_cubic"], fit_cubic_on_the_notebooks_x, seed=7)
     assert "converged" in failed(report)
     for name in failed(report):

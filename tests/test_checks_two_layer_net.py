@@ -1052,7 +1052,8 @@ def test_named_mistakes_leave_the_right_parts_alone():
 
 
 def test_shape_error_hints_stay_silent_for_other_errors():
-    from autograder.grading.two_layer_net import _activation_error, _net_error
+    from autograder.grading.two_layer_net.activations import activation_error as _activation_error
+    from autograder.grading.two_layer_net.net import net_error as _net_error
 
     assert _net_error("KeyError: 'W3'") is None
     assert _net_error("ValueError: operands could not be broadcast together with shapes (5,) (3,)") is None

@@ -641,7 +641,7 @@ def test_verdict_public_fields() -> None:
 
 
 def test_an_overflow_the_check_computed_on_purpose_is_named() -> None:
-    from autograder.checks.compare import Overflow
+    from autograder.checks.values import Overflow
 
     # Both wrong answers are inf; only the one the check declared as an overflow may be named.
     mistakes = {

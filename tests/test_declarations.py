@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import pytest
 
 from autograder.checks import ENTRY_POINTS, all_checks
+from autograder.checks.core import MODULES
 from autograder.course.build import assignments, source_notebook
 from autograder.grading import load
 from autograder.grading.prepare import check_calls, grade_cells
@@ -58,6 +60,32 @@ def test_every_declared_check_is_graded_used_and_has_an_entry_point() -> None:
     assert used == set(checks), f"declared but never used: {set(checks) - used}"
     entry_points = {name.removeprefix("check_") for names in ENTRY_POINTS.values() for name in names}
     assert entry_points == set(checks)
+
+
+def defined_check_functions(module: str) -> set[str]:
+    """The ``check_*`` functions a collect module (or package, with its modules) of ``autograder.checks``
+    offers test cells: what ``from autograder.checks.<module> import check_x`` finds."""
+    namespace = vars(importlib.import_module(f"autograder.checks.{module}"))
+    return {name for name, value in namespace.items() if name.startswith("check_") and callable(value)}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_entry_points_list_exactly_the_check_functions_each_module_defines(module: str) -> None:
+    """``ENTRY_POINTS`` is the map ``from autograder.checks import check_x`` follows: a name missing there
+    fails only in a learner's kernel, a name listed there that the module lacks fails at import."""
+    listed, defined = set(ENTRY_POINTS.get(module, ())), defined_check_functions(module)
+    fix = f'in autograder/checks/__init__.py, make ENTRY_POINTS["{module}"] list exactly {sorted(defined)}'
+    assert listed == defined, (
+        f"autograder.checks.{module} defines {sorted(defined - listed)} not in ENTRY_POINTS and lacks "
+        f"{sorted(listed - defined)} listed there: {fix}"
+    )
+
+
+def test_entry_points_name_every_collect_module() -> None:
+    assert set(ENTRY_POINTS) == set(MODULES), (
+        "ENTRY_POINTS (autograder/checks/__init__.py) and MODULES (autograder/checks/core.py) must name the "
+        f"same collect modules: add {sorted(set(MODULES) ^ set(ENTRY_POINTS))} to the one that lacks it"
+    )
 
 
 def test_a_learners_copy_under_another_name_is_told_apart_by_its_cells(tmp_path) -> None:

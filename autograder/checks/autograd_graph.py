@@ -34,10 +34,6 @@ from autograder.checks.two_layer_net import (
     net_inputs,
 )
 
-LOSS_TORCH_POINTS = 4.0
-BACKWARD_ORDER_POINTS = 3.0
-SGD_STEP_POINTS = 3.0
-
 #: Added to the case index, so that notebook 03's checks draw other data than notebook 02's.
 CASE_OFFSET = 300
 
@@ -119,7 +115,7 @@ def collect_two_layer_loss_torch(two_layer_loss_torch: Any, *, seed: int = 0) ->
 
 
 TWO_LAYER_LOSS_TORCH = register(
-    Check("two_layer_loss_torch", "two_layer_loss_torch", LOSS_TORCH_POINTS, collect_two_layer_loss_torch)
+    Check("two_layer_loss_torch", "two_layer_loss_torch", 4.0, collect_two_layer_loss_torch)
 )
 
 
@@ -220,9 +216,7 @@ def collect_backward_order(backward_order: Any, *, seed: int = 0) -> Evidence:
     return {"check": "backward_order", "seed": seed, "cases": cases}
 
 
-BACKWARD_ORDER = register(
-    Check("backward_order", "backward_order", BACKWARD_ORDER_POINTS, collect_backward_order)
-)
+BACKWARD_ORDER = register(Check("backward_order", "backward_order", 3.0, collect_backward_order))
 
 
 def check_backward_order(backward_order: Any, *, seed: int = 0) -> float:
@@ -296,7 +290,7 @@ def collect_sgd_step(sgd_step: Any, *, seed: int = 0) -> Evidence:
     return {"check": "sgd_step", "seed": seed, "steps": steps}
 
 
-SGD_STEP = register(Check("sgd_step", "sgd_step", SGD_STEP_POINTS, collect_sgd_step))
+SGD_STEP = register(Check("sgd_step", "sgd_step", 3.0, collect_sgd_step))
 
 
 def check_sgd_step(sgd_step: Any, *, seed: int = 0) -> float:

@@ -27,7 +27,7 @@ Nothing here computes an expected value.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -97,7 +97,15 @@ def ctx_tensor_attributes(ctx: Any) -> list[str]:
     return sorted(found)
 
 
-def returned(result: Any) -> dict[str, Any]:
+class Returned(TypedDict):
+    """What a ``backward`` returned, as :func:`returned` records it: ``kind``, the name of its type
+    (``"tuple"``, ``"list"``, ``"Tensor"``...), and ``grads``, one frozen value per entry."""
+
+    kind: str
+    grads: list[Any]
+
+
+def returned(result: Any) -> Returned:
     """What a ``backward`` returned, as plain data: its type and one frozen value per entry.
 
     A bare tensor is recorded as one entry: PyTorch reads it as a tuple of one.

@@ -30,9 +30,6 @@ from backprop_utils.data import make_sine_regression
 LINEAR_CASES: dict[str, tuple[int, int, int]] = {"N=4, D=3, M=5": (4, 3, 5), "N=1, D=3, M=5": (1, 3, 5)}
 
 
-LINEAR_LAYER_POINTS = 4.0
-
-
 def linear_inputs(seed: int, n: int, d: int, m: int) -> dict[str, np.ndarray]:
     """Inputs for one case: non-trivial x (N, D), W (M, D), b (M,), and a random upstream dout (N, M)."""
     rng = np.random.default_rng(seed)
@@ -57,16 +54,13 @@ def collect_linear_layer(linear_forward: Any, linear_backward: Any, *, seed: int
 
 
 LINEAR_LAYER = register(
-    Check("linear_layer", "linear_forward and linear_backward", LINEAR_LAYER_POINTS, collect_linear_layer)
+    Check("linear_layer", "linear_forward and linear_backward", 4.0, collect_linear_layer)
 )
 
 
 def check_linear_layer(linear_forward: Any, linear_backward: Any, *, seed: int = 0) -> float:
     """Grade ``linear_forward`` and ``linear_backward`` against PyTorch; print feedback; return points."""
     return run_check(LINEAR_LAYER, linear_forward, linear_backward, seed=seed)
-
-
-NUMERICAL_GRADIENT_POINTS = 3.0
 
 
 # x of several shapes: an implementation that loops over rows and columns fails on 1-D and 3-D x,
@@ -153,16 +147,13 @@ def collect_numerical_gradient(numerical_gradient: Any, *, seed: int = 0) -> Evi
 
 
 NUMERICAL_GRADIENT = register(
-    Check("numerical_gradient", "numerical_gradient", NUMERICAL_GRADIENT_POINTS, collect_numerical_gradient)
+    Check("numerical_gradient", "numerical_gradient", 3.0, collect_numerical_gradient)
 )
 
 
 def check_numerical_gradient(numerical_gradient: Any, *, seed: int = 0) -> float:
     """Grade ``numerical_gradient`` against PyTorch autograd; print feedback; return points."""
     return run_check(NUMERICAL_GRADIENT, numerical_gradient, seed=seed)
-
-
-MSE_LOSS_POINTS = 3.0
 
 
 # N != M, so that dividing by N instead of N * M is visible; M = 1 is the shape of a regression
@@ -192,15 +183,12 @@ def collect_mse_loss(mse_loss: Any, *, seed: int = 0) -> Evidence:
     return {"check": "mse_loss", "seed": seed, "cases": cases}
 
 
-MSE_LOSS = register(Check("mse_loss", "mse_loss", MSE_LOSS_POINTS, collect_mse_loss))
+MSE_LOSS = register(Check("mse_loss", "mse_loss", 3.0, collect_mse_loss))
 
 
 def check_mse_loss(mse_loss: Any, *, seed: int = 0) -> float:
     """Grade ``mse_loss`` against PyTorch's ``mse_loss``; print feedback; return points."""
     return run_check(MSE_LOSS, mse_loss, seed=seed)
-
-
-FIT_CUBIC_POINTS = 3.0
 
 
 #: The second data set is the same curve moved up: its best fit needs a bias of about its shift, which
@@ -264,7 +252,7 @@ def collect_fit_cubic(fit_cubic: Any, *, seed: int = 0) -> Evidence:
     return {"check": "fit_cubic", "seed": seed, "cases": cases}
 
 
-FIT_CUBIC = register(Check("fit_cubic", "fit_cubic", FIT_CUBIC_POINTS, collect_fit_cubic))
+FIT_CUBIC = register(Check("fit_cubic", "fit_cubic", 3.0, collect_fit_cubic))
 
 
 def check_fit_cubic(fit_cubic: Any, *, seed: int = 0) -> float:

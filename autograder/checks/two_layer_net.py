@@ -35,11 +35,6 @@ from autograder.checks.core import (
 )
 from backprop_utils.data import make_spiral
 
-ACTIVATION_POINTS = 1.0
-SOFTMAX_POINTS = 3.0
-TWO_LAYER_NET_POINTS = 5.0
-TRAINING_POINTS = 3.0
-
 
 def call_naming_stubs(fn: Any, *args: Any, name: str, **kwargs: Any) -> Call:
     """:func:`autograder.checks.calling.call`, except that a ``NotImplementedError`` raised by another
@@ -121,7 +116,7 @@ def _activation_check(kind: str) -> Check:
         Check(
             kind,
             f"{kind}_forward and {kind}_backward",
-            ACTIVATION_POINTS,
+            1.0,
             functools.partial(collect_activation, kind),
         )
     )
@@ -208,7 +203,7 @@ def collect_softmax_cross_entropy(softmax_cross_entropy: Any, *, seed: int = 0) 
 
 
 SOFTMAX_CROSS_ENTROPY = register(
-    Check("softmax_cross_entropy", "softmax_cross_entropy", SOFTMAX_POINTS, collect_softmax_cross_entropy)
+    Check("softmax_cross_entropy", "softmax_cross_entropy", 3.0, collect_softmax_cross_entropy)
 )
 
 
@@ -351,7 +346,7 @@ def collect_two_layer_net(two_layer_net: Any, *, seed: int = 0) -> Evidence:
     return {"check": "two_layer_net", "seed": seed, "cases": cases}
 
 
-TWO_LAYER_NET = register(Check("two_layer_net", "two_layer_net", TWO_LAYER_NET_POINTS, collect_two_layer_net))
+TWO_LAYER_NET = register(Check("two_layer_net", "two_layer_net", 5.0, collect_two_layer_net))
 
 
 def check_two_layer_net(two_layer_net: Any, *, seed: int = 0) -> float:
@@ -410,7 +405,7 @@ def collect_train_two_layer_net(train_two_layer_net: Any, *, seed: int = 0) -> E
 
 
 TRAIN_TWO_LAYER_NET = register(
-    Check("train_two_layer_net", "train_two_layer_net", TRAINING_POINTS, collect_train_two_layer_net)
+    Check("train_two_layer_net", "train_two_layer_net", 3.0, collect_train_two_layer_net)
 )
 
 

@@ -22,7 +22,8 @@ GradeFunction = Callable[[Evidence], Report]
 #: The grader of each check, by the check's name.
 GRADERS: dict[str, GradeFunction] = {}
 
-#: One grading module per notebook, named like its collect module in :mod:`autograder.checks`.
+#: One grading package per notebook (a module per exercise), named like its collect package in
+#: :mod:`autograder.checks`.
 MODULES = COLLECT_MODULES
 
 

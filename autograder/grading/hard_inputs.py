@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.checks.beyond_basics import SCE_CASES, SCE_HARD
+from autograder.checks.beyond_basics.softmax_cross_entropy import SCE_CASES, SCE_HARD
 from autograder.checks.compare import compare
 from autograder.checks.report import Item
 from autograder.checks.tolerances import LOSS

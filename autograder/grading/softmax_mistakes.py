@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder.checks.compare import Overflow
+from autograder.checks.values import Overflow
 from autograder.grading.toolkit import broadcast_shapes
 
 UNDERFLOW = Overflow(

@@ -1,0 +1,183 @@
+"""The graders of notebook 05's exercise 6: LegendrePolynomial3 and the curve fit."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from autograder.checks.beyond_basics.legendre import (
+    FIT_INIT,
+    FIT_LEGENDRE,
+    FIT_LR,
+    FIT_STEPS,
+    LEGENDRE,
+    LEGENDRE_SHAPE,
+    fit_legendre_data,
+    legendre_inputs,
+)
+from autograder.checks.compare import compare
+from autograder.checks.core import Evidence
+from autograder.checks.report import Item, Report
+from autograder.checks.tolerances import TRAINING
+from autograder.grading import grader, reference, report_for
+from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
+from autograder.grading.function_contract import contract_items
+from autograder.grading.toolkit import add_notes, step_error, tensors_unchanged_item
+
+
+@grader(LEGENDRE)
+def grade_legendre(evidence: Evidence) -> Report:
+    """Grade: P3(x) (1), its gradient for a random upstream gradient (1), the exact shape of a direct
+    backward call (0.5), the gradient of y.sum(), whose upstream gradient is a stride-0 tensor that
+    must not be written to (0.5), inputs unchanged (0.5)."""
+    report = report_for(LEGENDRE)
+    data = legendre_inputs(evidence["seed"])
+    ((case, rec),) = evidence["cases"].items()
+    ref = reference.legendre3(data["x"], data["g"])
+    x, g = data["x"], data["g"]
+    report.add(
+        verdict_item(
+            "y",
+            rec,
+            ("forward",),
+            lambda: [
+                compare(
+                    "y",
+                    rec["outputs"].get("y"),
+                    ref["y"],
+                    mistakes={"the factor 0.5 is missing": 5 * x**3 - 3 * x},
+                )
+            ],
+            1.0,
+        )
+    )
+    report.add(
+        verdict_item(
+            "dx",
+            rec,
+            ("forward", "autograd"),
+            lambda: [
+                compare(
+                    "dx",
+                    recorded(rec, "autograd", "dx"),
+                    ref["dx"],
+                    mistakes={
+                        "grad_output is ignored": 1.5 * (5 * x**2 - 1),
+                        "the derivative of 5x^3 is 15x^2, so P3'(x) = 1.5 (5x^2 - 1), not 0.5 (5x^2 - 3)": 0.5
+                        * (5 * x**2 - 3)
+                        * g,
+                    },
+                )
+            ],
+            1.0,
+        )
+    )
+    report.add(exact_shapes_item("direct backward", rec, {"dx": LEGENDRE_SHAPE}, 0.5))
+    ones_ref = reference.legendre3(x, np.ones_like(x))["dx"]
+    report.add(
+        verdict_item(
+            "dx of y.sum()",
+            rec,
+            ("forward", "sum"),
+            lambda: [compare("dx of y.sum()", recorded(rec, "sum", "dx"), ones_ref)],
+            0.5,
+        )
+    )
+    report.add(tensors_unchanged_item({case: rec}, {case: {"x": x, "grad_output": g}}))
+    for item in contract_items({case: rec}, "LegendrePolynomial3", {case: {"x": x, "grad_output": g}}):
+        report.add(item)
+    add_notes(report, [rec])
+    return report
+
+
+@lru_cache(maxsize=4)
+def reference_fit_loss(seed: int) -> float:
+    x, y = fit_legendre_data(seed)
+    return float(reference.legendre_fit(x, y, FIT_INIT, FIT_LR, FIT_STEPS)["loss"])
+
+
+def legendre_model_loss(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """The tutorial's loss, the sum of squared errors of a + b P3(c + d x), recomputed in trusted code."""
+    a, b, c, d = (float(p) for p in params)
+    z = c + d * x
+    with np.errstate(all="ignore"):
+        return float(np.sum((a + b * 0.5 * (5 * z**3 - 3 * z) - y) ** 2))
+
+
+IGNORED_X_LEGENDRE = (
+    "Likely mistake: fit_legendre ignores its x argument. Your (a, b, c, d) are exactly what the "
+    "tutorial's loop reaches on its own evenly spaced points torch.linspace(-pi, pi, 2000) for this y; the "
+    "check passed other points: fit the x you are given."
+)
+
+
+def fitted_the_tutorials_x(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether ``params`` are the tutorial loop's result at evenly spaced points although x is others."""
+    demo = np.linspace(-math.pi, math.pi, x.size)
+    if np.allclose(x, demo):
+        return False
+    replay = reference.legendre_fit(demo, y, FIT_INIT, FIT_LR, FIT_STEPS)["params"]
+    return bool(np.allclose(params, replay, rtol=1e-6, atol=1e-9))
+
+
+@grader(FIT_LEGENDRE)
+def grade_fit_legendre(evidence: Evidence) -> Report:
+    """Grade: four finite numbers returned (0.5), a loss below the starting point's (0.5), and a loss
+    within 5% of what the tutorial's loop reaches from the same start (1)."""
+    report = report_for(FIT_LEGENDRE)
+    seed = evidence["seed"]
+    (rec,) = evidence["cases"].values()
+    error = step_error(rec, "fit")
+    names = ("returns (a, b, c, d)", "loss went down", "reaches the tutorial's loss")
+    if error:
+        for name, weight in zip(names, (0.5, 0.5, 1.0), strict=True):
+            report.add(Item(name, False, error, weight))
+        add_notes(report, [rec])
+        return report
+    params = rec["outputs"].get("params")
+    x, y = fit_legendre_data(seed)
+    if not isinstance(params, np.ndarray) or params.shape != (4,) or not np.all(np.isfinite(params)):
+        message = f"the parameters are not four finite numbers: {params}"
+        if isinstance(params, np.ndarray) and params.shape == (4,):
+            message += (
+                ": training diverged. Likely mistake: gradients never cleared after an update (they add up "
+                "step after step: p.grad = None, or p.grad.zero_()), an update of the wrong sign "
+                "(p -= lr * p.grad; a + climbs), or a learning rate other than 5e-6."
+            )
+        report.add(Item(names[0], False, message, 0.5))
+        report.add(Item(names[1], False, "not checked: no usable parameters.", 0.5))
+        report.add(Item(names[2], False, "not checked: no usable parameters.", 1.0))
+        add_notes(report, [rec])
+        return report
+    report.add(Item(names[0], True, "a={:.4g}, b={:.4g}, c={:.4g}, d={:.4g}".format(*params), 0.5))
+    loss = legendre_model_loss(params, x, y)
+    start = legendre_model_loss(np.array(FIT_INIT), x, y)
+    target = reference_fit_loss(seed)
+    went_down = np.isfinite(loss) and loss < start
+    reached = bool(np.isfinite(loss) and loss <= target * (1 + TRAINING.rtol) + TRAINING.atol)
+    ignored_x = not reached and fitted_the_tutorials_x(params, x, y)
+    why_up = (
+        f". {IGNORED_X_LEGENDRE}" if ignored_x else ": it should go down. Is the update p -= lr * p.grad?"
+    )
+    report.add(
+        Item(
+            names[1],
+            bool(went_down),
+            f"sum of squared errors {loss:.4g}, from {start:.4g} at the start"
+            + ("" if went_down else why_up),
+            0.5,
+        )
+    )
+    message = f"sum of squared errors {loss:.4g}; the tutorial's loop reaches {target:.4g}"
+    if ignored_x:
+        message += f". {IGNORED_X_LEGENDRE}"
+    elif not reached:
+        message += (
+            f" and a fit should be within {TRAINING.rtol:.0%} of it. Start from a=0, b=-1, c=0, d=0.3 with "
+            f"lr={FIT_LR:g} for {FIT_STEPS} steps, the loss being the sum (not the mean) of squared errors."
+        )
+    report.add(Item(names[2], reached, message, 1.0))
+    add_notes(report, [rec])
+    return report
