@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -160,6 +161,16 @@ def _execute(nb: nbformat.NotebookNode, folder: Path) -> None:
     NotebookClient(
         nb, timeout=300, kernel_name=KERNEL, resources={"metadata": {"path": str(folder)}}
     ).execute()
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    """setuptools takes only the packages pyproject.toml lists: a new folder of modules must be listed."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {m for m in course_modules() if (REPO / m.replace(".", "/") / "__init__.py").exists()}
+    folders |= {"backprop_utils"}
+    missing = sorted(folders - listed)
+    assert not missing, f"add {missing} to [tool.setuptools] packages in pyproject.toml"
+    assert listed <= folders, f"pyproject.toml lists packages with no folder: {sorted(listed - folders)}"
 
 
 def test_the_wheel_holds_every_module_and_nothing_else(wheel: Path) -> None:
