@@ -704,22 +704,31 @@ def _spread(items: list, count: int) -> list:
     return [items[int(i * step)] for i in range(count)]
 
 
-def merge_baseline(old: dict[str, dict], new: dict[str, dict]) -> dict[str, dict]:
+def merge_baseline(old: dict[str, dict], new: dict[str, dict], only_new: bool = False) -> dict[str, dict]:
     """The baseline's checks after a run: every check of a notebook the run covered comes from
     ``new`` (a check the notebook no longer has is dropped); other notebooks keep their old entries.
-    Ordered by notebook, each notebook's checks in the order they were written."""
-    covered = {entry["notebook"] for entry in new.values()}
+    With ``only_new``, only the checks the baseline lacks come from ``new``: every existing entry is
+    kept as it was (adding an exercise re-samples no other check). Ordered by notebook, each
+    notebook's checks in the order they were written."""
+    if only_new:
+        new = {cell: entry for cell, entry in new.items() if cell not in old}
+        covered: set[str] = set()
+    else:
+        covered = {entry["notebook"] for entry in new.values()}
     kept = [(cell, entry) for cell, entry in old.items() if entry["notebook"] not in covered]
     return dict(sorted([*kept, *new.items()], key=lambda item: item[1]["notebook"]))
 
 
-def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = (3, 2)) -> dict:
+def write_baseline(
+    results: dict[str, list[dict]], per_check: tuple[int, int] = (3, 2), only_new: bool = False
+) -> dict:
     """Pick a fixed sample of killed mutants per check (diagnosed and not), re-judge each in-process,
     and write the baseline that ``tests/test_diagnosis_rate.py`` holds the checks to.
 
     Only the notebooks in ``results`` are rewritten: the other notebooks' entries of the existing
     baseline are kept, so a run over one notebook (``mutation.py 04 --baseline``) updates its checks
-    without dropping the rest."""
+    without dropping the rest; with ``only_new`` (``--baseline-new``) only the checks it lacks are
+    added."""
     rows = {r["check"]: r for r in summarise(results)}
     checks = {}
     for stem, mutants in results.items():
@@ -759,7 +768,7 @@ def write_baseline(results: dict[str, list[dict]], per_check: tuple[int, int] = 
         "about": "Written by `python benchmarks/mutation.py --baseline` after a full run; "
         "tests/test_diagnosis_rate.py fails when a sampled mutant is no longer killed, or fewer "
         "sampled mutants of a check get a diagnosis.",
-        "checks": merge_baseline(old, checks),
+        "checks": merge_baseline(old, checks, only_new),
     }
     BASELINE.write_text(json.dumps(baseline, indent=1, ensure_ascii=False) + "\n")
     return baseline
@@ -786,6 +795,11 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline",
         action="store_true",
         help=f"after the report, rewrite these notebooks' entries of {BASELINE.name} (others kept)",
+    )
+    parser.add_argument(
+        "--baseline-new",
+        action="store_true",
+        help=f"after the report, add to {BASELINE.name} only the checks it lacks (a new exercise)",
     )
     args = parser.parse_args(argv)
     WORK, RESULTS = args.work.resolve(), args.work.resolve() / "results.json"
@@ -822,8 +836,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(summarise(results, wrong)))
     print(f"\nwall time: {sum(previous['seconds'].values())} s ({previous['seconds']})")
     print("\nSurviving mutants:\n" + survivors(results))
-    if args.baseline:
-        baseline = write_baseline(results)
+    if args.baseline or args.baseline_new:
+        baseline = write_baseline(results, only_new=args.baseline_new)
         size = sum(len(c["sample"]) for c in baseline["checks"].values())
         print(f"\nwrote {BASELINE.relative_to(ROOT)}: {size} sampled mutants")
     return 0

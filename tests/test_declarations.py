@@ -57,9 +57,19 @@ def test_every_declared_check_is_graded_used_and_has_an_entry_point() -> None:
         for cell in grade_cells(source_notebook(a.source))
         for call in cell.calls
     }
-    assert used == set(checks), f"declared but never used: {set(checks) - used}"
+    assert not set(checks) - used, (
+        f"declared but called by no test cell: {sorted(set(checks) - used)}: "
+        "call each from its notebook's test cell"
+    )
+    assert not used - set(checks), (
+        f"called by a test cell but not declared: {sorted(used - set(checks))}: "
+        "register a Check(...) for each in its collect module (CONTRIBUTING.md, step 2)"
+    )
     entry_points = {name.removeprefix("check_") for names in ENTRY_POINTS.values() for name in names}
-    assert entry_points == set(checks)
+    assert entry_points == set(checks), (
+        f"ENTRY_POINTS in autograder/checks/__init__.py lists {sorted(entry_points - set(checks))} without a "
+        f"declared check and leaves out {sorted(set(checks) - entry_points)}: list each check_X there"
+    )
 
 
 def defined_check_functions(module: str) -> set[str]:

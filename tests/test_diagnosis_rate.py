@@ -50,7 +50,10 @@ def test_the_baseline_covers_every_graded_test_cell() -> None:
         for source in harness.SOLUTIONS.glob("[0-9][0-9]_*.py")
         for t in harness.extract(source).tests
     }
-    fix = "run `python benchmarks/mutation.py NN --baseline` for the notebook NN of that cell (minutes)"
+    fix = (
+        "run `python benchmarks/mutation.py NN --baseline-new` for the notebook NN of a new cell "
+        "(minutes; `--baseline` re-samples every check of NN)"
+    )
     assert not cells - set(CHECKS), (
         f"test cells without sampled mutants: {sorted(cells - set(CHECKS))}; {fix}"
     )
@@ -110,6 +113,10 @@ def test_a_baseline_run_over_one_notebook_keeps_the_other_notebooks() -> None:
     # the committed baseline, merged with one notebook's own entries, is itself
     one = {cell: entry for cell, entry in CHECKS.items() if entry["notebook"].startswith("04")}
     assert harness.merge_baseline(CHECKS, one) == CHECKS
+    # --baseline-new adds the checks the baseline lacks and re-samples none of the others
+    added = harness.merge_baseline(old, new, only_new=True)
+    assert list(added) == ["test_a", "test_b", "test_gone", "test_new", "test_c"]
+    assert added["test_b"] is old["test_b"] and added["test_new"] is new["test_new"]
 
 
 def test_a_patch_applies_once_in_its_function_or_says_the_baseline_is_stale() -> None:

@@ -107,7 +107,11 @@ def test_visible_evidence_relabelled_with_a_hidden_seed_fails(
     earned = {item.name for item in replayed.items if item.passed}
     assert replayed.score < check.points, f"{check.name}: the visible call's evidence passes the hidden test"
     if check.name not in STRUCTURAL:
-        assert replayed.score == 0.0, f"{check.name}: replayed evidence earns {replayed.score} for {earned}"
+        assert replayed.score == 0.0, (
+            f"{check.name}: replayed evidence earns {replayed.score} for {earned}: make those items "
+            "depend on the seed's inputs or, if they judge only the form of the answer (a shape, "
+            f"save_for_backward), add {check.name!r} to STRUCTURAL in this file, saying which"
+        )
     else:
         assert replayed.score <= check.points / 2, f"{check.name}: replayed evidence earns {earned}"
         assert replayed.score > 0, (
