@@ -217,13 +217,32 @@ def saved_tensors(fn, *args) -> list[tuple[tuple[int, ...], int]]:
 
 
 # %% [markdown]
-# Try it on your plain attention for N = 6 queries and keys and d = 4, in float32 (4 bytes an
-# element), without the mask and with it: which operation saved each tensor? Then the total over
-# sequence lengths from 64 to 1024 with d = 16, on log-log axes, where a power law $N^a$ is a
-# straight line of slope a. Before you run it: from the shapes above, which tensors grow as $N^2$?
+# Try it. First on single operations whose saved tensors we know: `exp` saves its output (its
+# derivative is itself), `sin` its input (for the cosine), and nothing is saved when no input requires
+# grad; and backward run under your hooks must still work. Each line should say `ok`. Then your plain
+# attention for N = 6 queries and keys and d = 4, in float32 (4 bytes an element), without the mask
+# and with it: which operation saved each tensor? Then the total over sequence lengths from 64 to
+# 1024 with d = 16, on log-log axes, where a power law $N^a$ is a straight line of slope a. Before you
+# run it: from the shapes above, which tensors grow as $N^2$?
 
 # %%
 torch.manual_seed(1)
+x32 = torch.randn(6, 4, dtype=torch.float32, device=device, requires_grad=True)
+x64 = torch.randn(3, 5, dtype=torch.float64, device=device, requires_grad=True)
+for label, fn, args, expected in (
+    ("exp saves its output", torch.exp, (x32,), [((6, 4), 96)]),
+    ("sin saves its input", torch.sin, (x64,), [((3, 5), 120)]),
+    ("nothing without requires_grad", torch.exp, (x32.detach(),), []),
+    (
+        "backward under the hooks",
+        lambda a: torch.autograd.grad(torch.exp(a).sum(), a),
+        (x32,),
+        [((6, 4), 96)],
+    ),
+):
+    got = saved_tensors(fn, *args)
+    print(f"{label}: {got}", "ok" if got == expected else f"WRONG, expected {expected}")
+
 q, k, v = (torch.randn(6, 4, dtype=torch.float32, device=device, requires_grad=True) for _ in range(3))
 for causal in (False, True):
     print(f"attention(q, k, v, is_causal={causal}) saves:")
@@ -253,7 +272,7 @@ score
 # %% [markdown]
 # ## Exercise 3: FlashAttention, a Function that saves less (6 points)
 #
-# The (N, N) tensors you just saw are the scores' softmax $P$, saved twice: once by `softmax` for its
+# The (N, N) float tensors you just saw are the scores' softmax $P$, saved twice: once by `softmax` for its
 # own backward and once by `P @ v`. FlashAttention never keeps $P$. Its forward walks the keys in
 # **tiles** of B keys (B = 16, say) and keeps, for each query row, a small running state; its
 # backward walks the tiles again and recomputes each tile of $P$ when it needs it.
@@ -301,8 +320,8 @@ score
 #
 # Then tile it: for each tile of keys, recompute that tile's $P$ from L, and see which gradients are
 # sums over tiles (accumulate them) and which belong to the tile alone (one piece of the result).
-# The second worked case below, two queries and three keys, uses autograd on your plain `attention`
-# with `retain_grad()` to print $P$, $dP$ and $dS$: check each of your formulas against it.
+# The second worked case below, two queries and three keys, runs plain attention written out with
+# autograd and `retain_grad()` to print $P$, $dP$ and $dS$: check each of your formulas against it.
 #
 # **The rest of the contract.** Any number of leading batch dimensions; Nq ≠ Nk; sizes that are not
 # multiples of B (the last tile is shorter); the causal mask of exercise 1 (a score masked in one tile
@@ -358,7 +377,7 @@ score
 
 # %% [markdown]
 # The two worked cases: the forward's state by its definition, and plain attention's $P$, $dP$ and
-# $dS$ from autograd (after exercise 1).
+# $dS$ from autograd.
 
 # %%
 scores, values = torch.tensor([2.0, 0.0, 4.0]), torch.tensor([1.0, 2.0, 3.0])
@@ -530,9 +549,11 @@ score
 # and is named), no tensor with Nq × Nk elements, and bytes within a budget linear in Nq and Nk.
 
 # %%
-flash_bytes = []
+lengths = [64, 128, 256, 512, 1024]
+plain_bytes, flash_bytes = [], []
 for n in lengths:
     q, k, v = (torch.randn(n, 16, dtype=torch.float32, device=device, requires_grad=True) for _ in range(3))
+    plain_bytes.append(sum(nbytes for _, nbytes in saved_tensors(attention, q, k, v)))
     flash_bytes.append(sum(nbytes for _, nbytes in saved_tensors(FlashAttention.apply, q, k, v)))
 slopes = [math.log2(b[-1] / b[-2]) for b in (plain_bytes, flash_bytes)]
 n = lengths[-1]
