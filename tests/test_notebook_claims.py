@@ -1178,8 +1178,11 @@ def test_06_defining_an_operator_again_replaces_it() -> None:
     import torch
 
     def define(factor: float) -> Any:
-        @torch.library.custom_op("backprop_course::claims_probe", mutates_args=())
-        def probe(x: torch.Tensor) -> torch.Tensor:
+        # the schema given: this module's annotations are strings (``from __future__ import annotations``)
+        @torch.library.custom_op(
+            "backprop_course::claims_probe", mutates_args=(), schema="(Tensor x) -> Tensor"
+        )
+        def probe(x):
             return x * factor
 
         return probe
