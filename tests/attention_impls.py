@@ -133,9 +133,9 @@ def flash_function(
                 dv[..., j0:j1, :] += p.transpose(-2, -1) @ doi
                 dp = doi @ vj.transpose(-2, -1)
                 ds = p * dp if m.no_d else p * (dp - dd[..., i0:i1, None])
-                if m.transposed_dq_dk:
-                    dq[..., i0:i1, :] += (ds.transpose(-2, -1) @ q[..., j0:j1, :]) * scale
-                    dk[..., j0:j1, :] += (ds @ k[..., i0:i1, :]) * scale
+                if m.transposed_dq_dk:  # shapes fit only when the tiles are square and full
+                    dq[..., i0:i1, :] += (ds.transpose(-2, -1) @ kj) * scale
+                    dk[..., j0:j1, :] += (ds @ qi) * scale
                 else:
                     dq[..., i0:i1, :] += (ds @ kj) * scale
                     dk[..., j0:j1, :] += (ds.transpose(-2, -1) @ qi) * scale
@@ -190,3 +190,56 @@ def flash_function(
 def mistake_names() -> list[str]:
     """Every keyword of :class:`Mistakes`."""
     return [f.name for f in fields(Mistakes)]
+
+
+def _dense_backward(q: Any, k: Any, v: Any, o: Any, g: Any, causal: bool) -> tuple[Any, Any, Any]:
+    """dq, dk, dv of softmax attention for the upstream g, from the formulas (no autograd)."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    s = q @ k.transpose(-2, -1) * scale
+    if causal:
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~mask, float("-inf"))
+    p = torch.softmax(s, -1)
+    dp = g @ v.transpose(-2, -1)
+    ds = p * (dp - (g * o).sum(-1, keepdim=True))
+    return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ g
+
+
+def make_op(name: str, fake: str = "right", wrong_dv: bool = False) -> Any:
+    """An ``attention_op`` registered as ``backprop_course_tests::<name>``: its kernel is
+    :func:`attention`, its backward the formulas; ``fake`` picks its fake kernel ("right", "shape",
+    "dtype", "strides"), ``wrong_dv`` doubles dv."""
+
+    @torch.library.custom_op(f"backprop_course_tests::{name}", mutates_args=())
+    def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+        return attention(q, k, v, is_causal)
+
+    @attention_op.register_fake
+    def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+        if fake == "shape":
+            return q.new_empty(q.shape[:-1])
+        if fake == "dtype":
+            return torch.empty_like(q, dtype=torch.float16)
+        if fake == "strides":
+            return q.new_empty((*q.shape[:-2], q.shape[-1], q.shape[-2])).transpose(-2, -1)
+        return torch.empty_like(q)
+
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        q, k, v, is_causal = inputs
+        ctx.save_for_backward(q, k, v, output)
+        ctx.is_causal = is_causal
+
+    def backward(ctx: Any, g: Any) -> Any:
+        q, k, v, o = ctx.saved_tensors
+        dq, dk, dv = _dense_backward(q, k, v, o, g, ctx.is_causal)
+        return dq, dk, 2 * dv if wrong_dv else dv, None
+
+    attention_op.register_autograd(backward, setup_context=setup_context)
+    return attention_op
+
+
+def attention_with_item(q: Any, k: Any, v: Any, is_causal: bool = False) -> Any:
+    """A plain function, no operator, that reads a tensor's value into Python: a graph break."""
+    if q.abs().max().item() > 1e6:
+        raise ValueError("inputs too large")
+    return attention(q, k, v, is_causal)

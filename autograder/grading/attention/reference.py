@@ -141,22 +141,62 @@ def online_softmax(data: dict[str, np.ndarray], causal: bool, tile: int, mistake
         return acc / total[..., None]
 
 
+def first_keys(data: dict[str, np.ndarray], causal: bool, count: int) -> np.ndarray:
+    """The output of attention over the first ``count`` keys only (the mask kept top-left)."""
+    q = np.asarray(data["q"], np.float64)
+    s = scores(q, np.asarray(data["k"])[..., :count, :], causal, 1.0 / math.sqrt(q.shape[-1]))
+    with np.errstate(all="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return (p / p.sum(-1, keepdims=True)) @ np.asarray(data["v"], np.float64)[..., :count, :]
+
+
 #: The online-softmax mistakes :func:`tiled_mistake` searches, and what each is called.
-ONLINE_MISTAKES = {
+RESCALE_MISTAKES = {
     "acc": "the accumulator is not rescaled by exp(m_old - m_new) when the running maximum changes",
     "sum": "the running sum is not rescaled by exp(m_old - m_new) when the running maximum changes",
-    "last tile": "the last key tile is dropped when Nk is not a multiple of the tile size (range(Nk // B))",
 }
 
 
-def tiled_mistake(actual: np.ndarray, data: dict[str, np.ndarray], causal: bool, close: Any) -> str | None:
-    """The online-softmax mistake, with its key tile, that gives ``actual`` (``close(a, b)`` decides),
-    searched over every tile size from 1 to Nk; None when none does."""
-    nk = np.asarray(data["k"]).shape[-2]
-    for mistake, text in ONLINE_MISTAKES.items():
-        for tile in range(1, nk + 1):
-            if mistake == "last tile" and nk % tile == 0:
-                continue
-            if close(actual, online_softmax(data, causal, tile, mistake)):
-                return f"{text} (your output matches that mistake with key tiles of {tile})"
+def _tiles(tiles: list[int]) -> str:
+    shown = ", ".join(map(str, tiles[:3])) + (", ..." if len(tiles) > 3 else "")
+    return f"key tiles of {shown}"
+
+
+def truncation_mistake(
+    actual: np.ndarray, data: dict[str, np.ndarray], causal: bool, close: Any
+) -> str | None:
+    """The keys left out, when ``actual`` is attention over the first K keys for exactly one K < Nk."""
+    nq, nk = np.asarray(data["q"]).shape[-2], np.asarray(data["k"]).shape[-2]
+    counts = [c for c in range(1, nk) if close(actual, first_keys(data, causal, c))]
+    if len(counts) != 1:  # none, or several (a softmax that ignores the keys in between): not fixed
+        return None
+    (count,) = counts
+    seen = f"your output is attention over the first {count} of the {nk} keys"
+    if count == nq:
+        return f"the loop over the keys stops at Nq, q's length, where k's length Nk belongs ({seen})"
+    tiles = [t for t in range(2, nk) if nk % t and (nk // t) * t == count]
+    if tiles:
+        return (
+            "the last key tile is dropped when Nk is not a multiple of the tile size (range(Nk // B)): "
+            f"{seen}, as with {_tiles(tiles)}"
+        )
     return None
+
+
+def tiled_mistake(actual: np.ndarray, data: dict[str, np.ndarray], causal: bool, close: Any) -> str | None:
+    """The online-softmax mistake that gives ``actual``, searched over every key tile size from 1 to Nk:
+    keys left out (:func:`truncation_mistake`), or a running value not rescaled. Named only when one
+    mistake alone explains the output (a diagnosis is right or absent); None otherwise."""
+    truncated = truncation_mistake(actual, data, causal, close)
+    if truncated:
+        return truncated
+    nk = np.asarray(data["k"]).shape[-2]
+    found = {
+        mistake: [t for t in range(1, nk) if close(actual, online_softmax(data, causal, t, mistake))]
+        for mistake in RESCALE_MISTAKES
+    }
+    matched = [m for m, tiles in found.items() if tiles]
+    if len(matched) != 1:
+        return None
+    (mistake,) = matched
+    return f"{RESCALE_MISTAKES[mistake]} (your output matches that mistake with {_tiles(found[mistake])})"
