@@ -748,7 +748,7 @@ model = TinySelfAttention(8, attention_op).to(device)
 eager = TinySelfAttention(8, attention).to(device)
 eager.load_state_dict(model.state_dict())
 x = torch.randn(3, 40, 8, device=device)
-rows = {}
+rows = {"y_not_compiled": (model(x), eager(x))}  # run as it is first, where an error reads plainly
 for backend in ("aot_eager", aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward"))):
     torch._dynamo.reset()
     compiled = torch.compile(model, fullgraph=True, backend=backend)
