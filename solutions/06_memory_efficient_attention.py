@@ -484,7 +484,8 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        """(dq, dk, dv, None), recomputing the probabilities tile by tile from L."""
+        """(dq, dk, dv, None), recomputing the probabilities tile by tile from L; None where
+        ctx.needs_input_grad says no gradient is needed."""
         ### BEGIN SOLUTION
         q, k, v, o, L = ctx.saved_tensors
         grads = flash_backward(q, k, v, o, L, grad_output, ctx.is_causal)
