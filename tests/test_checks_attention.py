@@ -188,7 +188,7 @@ FLASH_WRONG: dict[str, tuple[Mistakes, Any, str]] = {
         checks.FLASH_ATTENTION,
         "the running sum is not rescaled",
     ),
-    "L saved as the max": (Mistakes(save_l_as="max"), checks.FLASH_ATTENTION, "L saved as the running maximum"),
+    "L saved as the max": (Mistakes(save_l_as="max"), checks.FLASH_ATTENTION, "as the running maximum"),
     "L saved as the sum": (Mistakes(save_l_as="sum"), checks.FLASH_ATTENTION, "L saved as the running sum"),
     "dS without D": (Mistakes(no_d=True), checks.FLASH_ATTENTION, "without D"),
     "D from dO and Q": (Mistakes(d_from="q"), checks.FLASH_ATTENTION, "D computed from dO and Q"),
