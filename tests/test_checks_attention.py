@@ -188,7 +188,7 @@ FLASH_WRONG: dict[str, tuple[Mistakes, Any, str]] = {
         checks.FLASH_ATTENTION,
         "the running sum is not rescaled",
     ),
-    "L saved as the max": (Mistakes(save_l_as="max"), checks.FLASH_ATTENTION, "L saved as the running maximum"),
+    "L saved as the max": (Mistakes(save_l_as="max"), checks.FLASH_ATTENTION, "as the running maximum"),
     "L saved as the sum": (Mistakes(save_l_as="sum"), checks.FLASH_ATTENTION, "L saved as the running sum"),
     "dS without D": (Mistakes(no_d=True), checks.FLASH_ATTENTION, "without D"),
     "D from dO and Q": (Mistakes(d_from="q"), checks.FLASH_ATTENTION, "D computed from dO and Q"),
@@ -297,3 +297,16 @@ def test_checks_run_on_cuda():
         evidence = check.collect(learner, seed=3, device="cuda")
         assert evidence["device"] == "cuda"
         _assert_full(check.grade(evidence))
+
+
+@pytest.mark.parametrize(
+    "mistakes",
+    [Mistakes(mask_diagonal=-1), Mistakes(save_l_as="sum")],
+    ids=["diagonal masked", "L as the sum"],
+)
+def test_values_computed_from_a_wrong_one_carry_its_mistake_not_a_generic_overflow(mistakes):
+    """A fully masked row gives 0/0 and a wrong L gives exp overflows downstream: the feedback names the
+    mistake that caused them (docs/checks.md item 28), not "is the computation numerically stable?"."""
+    report = grade(checks.FLASH_ATTENTION, flash_function(16, 16, mistakes), seed=11)
+    assert "an overflow, e.g." not in _messages(report), report.render()
+    assert "named for" in _messages(report), report.render()

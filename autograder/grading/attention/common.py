@@ -17,6 +17,16 @@ from autograder.grading.attention.reference import attention_reference, backward
 from autograder.grading.toolkit import Record, step_error
 
 GRADS = ("dq", "dk", "dv")
+#: The start of compare's generic hint for NaN or inf values, replaced where a named mistake explains them.
+GENERIC_OVERFLOW = "an overflow, e.g."
+
+
+def inherit(verdict: Verdict, likely: str | None, source: str) -> Verdict:
+    """``verdict`` with the mistake named for ``source`` (a value it is computed from) as its likely
+    mistake, where it names none of its own or only the generic overflow hint."""
+    if verdict.ok or likely is None or (verdict.likely and not verdict.likely.startswith(GENERIC_OVERFLOW)):
+        return verdict
+    return dataclasses.replace(verdict, likely=f"{likely} (named for {source}; this value follows from it)")
 
 
 def tolerance(case: Case) -> Any:
@@ -98,10 +108,12 @@ def case_verdicts(
         result["o"].append(
             value_verdict("o", outputs["out"], ref["out"], case, mistakes["out"], data if flash else None)
         )
+    named = next((v.likely for v in result["o"] if v.likely in mistakes["out"]), None)
     grads = outputs.get("autograd", {})
     for name in GRADS:
         if name in grads:
-            result["grads"].append(value_verdict(name, grads[name], ref[name], case, mistakes[name]))
+            verdict = value_verdict(name, grads[name], ref[name], case, mistakes[name])
+            result["grads"].append(inherit(verdict, named, "o"))
     return result
 
 

@@ -3,17 +3,21 @@ backward called directly, and the one Function contract."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from autograder.checks.attention import CONTRACT_CASE, FLASH_ARGS, FLASH_ATTENTION
 from autograder.checks.attention_inputs import Case, case_inputs, flash_cases
-from autograder.checks.compare import compare
+from autograder.checks.compare import Verdict, compare
 from autograder.checks.core import Evidence, case_seed
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, report_for
-from autograder.grading.attention.common import case_verdicts, pattern_diagnosis, tolerance, values_item
+from autograder.grading.attention.common import (
+    case_verdicts,
+    inherit,
+    pattern_diagnosis,
+    tolerance,
+    values_item,
+)
 from autograder.grading.attention.reference import attention_reference, l_mistakes
 from autograder.grading.function_contract import contract_items
 from autograder.grading.toolkit import Record, add_notes, backward_returns, step_error, tensors_unchanged_item
@@ -32,12 +36,12 @@ def _named(error: str | None) -> str | None:
     return error
 
 
-def l_item(label: str, record: Record, case: Case, data: dict[str, np.ndarray], ref: np.ndarray) -> Item:
-    """The logsumexp L, found among the tensors the hooks saw by its shape (*batch, Nq)."""
-    name = f"L, {label}"
+def l_verdict(record: Record, case: Case, data: dict[str, np.ndarray], ref: np.ndarray) -> Verdict | str:
+    """The logsumexp L, found among the tensors the hooks saw by its shape (*batch, Nq): its verdict, or
+    why it cannot be judged."""
     error = step_error(record, "forward")
     if error:
-        return Item(name, False, error, 0.25)
+        return error
     wanted = [*case.batch, case.nq]
     saved = record["outputs"].get("hooks", [])
     found = [e for e in saved if e["shape"] == wanted]
@@ -48,29 +52,21 @@ def l_item(label: str, record: Record, case: Case, data: dict[str, np.ndarray], 
             if any(e["shape"] == [*wanted, 1] for e in saved)
             else ""
         )
-        return Item(
-            name,
-            False,
+        return (
             f"no saved tensor has L's shape {tuple(wanted)}{extra}; the shapes saved: {shapes}. "
-            "forward must save the logsumexp L = m + log(l) of each query's scores with save_for_backward",
-            0.25,
+            "forward must save the logsumexp L = m + log(l) of each query's scores with save_for_backward"
         )
+    mistakes = l_mistakes(data, case.causal)
     verdicts = [
-        compare(
-            "L",
-            e.get("value"),
-            ref,
-            tol=tolerance(case),
-            dtype=np.dtype(case.dtype),
-            mistakes=l_mistakes(data, case.causal),
-        )
+        compare("L", e.get("value"), ref, tol=tolerance(case), dtype=np.dtype(case.dtype), mistakes=mistakes)
         for e in found
     ]
-    right = [v for v in verdicts if v.ok]
-    return Item.from_verdicts(name, right[:1] or verdicts[:1], 0.25)
+    return next((v for v in verdicts if v.ok), verdicts[0])
 
 
-def direct_item(record: Record, case: Case, ref: dict[str, np.ndarray], label: str) -> Item:
+def direct_item(
+    record: Record, case: Case, ref: dict[str, np.ndarray], label: str, named: str | None
+) -> Item:
     """Backward called directly returns (dq, dk, dv, None), each of its input's exact shape."""
     name = "backward called directly"
     error = step_error(record, "direct: apply", "direct")
@@ -87,7 +83,8 @@ def direct_item(record: Record, case: Case, ref: dict[str, np.ndarray], label: s
     if problem:
         return Item(name, False, problem, 0.5)
     verdicts = [
-        compare(n, g, ref[n], tol=tolerance(case)) for n, g in zip(("dq", "dk", "dv"), grads, strict=False)
+        inherit(compare(n, g, ref[n], tol=tolerance(case)), named, "this case's o, L or gradients")
+        for n, g in zip(("dq", "dk", "dv"), grads, strict=False)
     ]
     return Item.from_verdicts(name, verdicts, 0.5)
 
@@ -96,6 +93,25 @@ def _with_pattern(item: Item, pattern: str | None) -> Item:
     if item.passed or pattern is None or "Likely mistake" in item.message:
         return item
     return Item(item.name, False, f"{item.message} Likely mistake: {pattern}", item.weight)
+
+
+def _case_items(
+    lab: str, record: Record, case: Case, data: dict[str, np.ndarray], ref: dict[str, np.ndarray]
+) -> tuple[list[Item], str | None]:
+    """The items o, L and (dq, dk, dv) of one case, and the mistake named for it (or None). A value computed
+    from a wrong one (L from o's mask, the gradients from L) is given the mistake named for that one."""
+    verdicts = case_verdicts(record, case, data, ref, flash=True)
+    l_found = l_verdict(record, case, data, ref["L"])
+    if isinstance(l_found, str):
+        l_entry = Item(f"L, {lab}", False, l_found, 0.25)
+    else:
+        l_found = inherit(l_found, next((v.likely for v in verdicts["o"] if v.likely), None), "o")
+        l_entry = Item.from_verdicts(f"L, {lab}", [l_found], 0.25)
+        verdicts["grads"] = [inherit(v, l_found.likely, "L") for v in verdicts["grads"]]
+    grads = values_item(f"dq, dk, dv, {lab}", record, verdicts["grads"], ("forward", "autograd"), 0.5)
+    grads = Item(grads.name, grads.passed, _named(grads.message) or "", 0.5)
+    found = [values_item(f"o, {lab}", record, verdicts["o"], ("forward",), 0.5), l_entry, grads]
+    return found, next((v.likely for v in [*verdicts["o"], *verdicts["grads"]] if v.likely), None)
 
 
 @grader(FLASH_ATTENTION)
@@ -110,26 +126,16 @@ def grade_flash_attention(evidence: Evidence) -> Report:
     datas = {lab: case_inputs(case_seed(seed, i), c) for i, (lab, c) in enumerate(cases.items())}
     refs = {lab: attention_reference(datas[lab], c.causal) for lab, c in cases.items()}
     items: dict[str, list[Item]] = {}
-    passed: dict[str, bool] = {}
+    named: dict[str, str | None] = {}
     for lab, case in cases.items():
-        record = records[lab]
-        verdicts = case_verdicts(record, case, datas[lab], refs[lab], flash=True)
-        steps = ("forward", "autograd")
-        items[lab] = [
-            values_item(f"o, {lab}", record, verdicts["o"], ("forward",), 0.5),
-            l_item(lab, record, case, datas[lab], refs[lab]["L"]),
-            values_item(f"dq, dk, dv, {lab}", record, verdicts["grads"], steps, 0.5),
-        ]
-        items[lab][2] = Item(
-            items[lab][2].name, items[lab][2].passed, _named(items[lab][2].message) or "", 0.5
-        )
-        passed[lab] = items[lab][0].passed and items[lab][2].passed
+        items[lab], named[lab] = _case_items(lab, records[lab], case, datas[lab], refs[lab])
+    passed = {lab: found[0].passed and found[2].passed for lab, found in items.items()}
     pattern = pattern_diagnosis(passed, cases)
     for lab in cases:
         for item in items[lab]:
             report.add(_with_pattern(item, pattern))
     contract = list(cases)[CONTRACT_CASE]
-    report.add(direct_item(records[contract], cases[contract], refs[contract], label))
+    report.add(direct_item(records[contract], cases[contract], refs[contract], label, named.get(contract)))
     originals = {
         lab: {"q": d["q"], "k": d["k"], "v": d["v"], "grad_output": d["g"]} for lab, d in datas.items()
     }
@@ -140,4 +146,4 @@ def grade_flash_attention(evidence: Evidence) -> Report:
     return report
 
 
-__all__ = ["grade_flash_attention", "l_item", "direct_item", "Any"]
+__all__ = ["direct_item", "grade_flash_attention", "l_verdict"]
