@@ -370,3 +370,128 @@ def test_answers_written_to_stall_the_look_are_read_in_bounded_time() -> None:
     assert [f.name for f in found["helpers"]] == ["LinearFunction"]
     assert found["aliases"] == found["wide"] == found["classes"] == found["too deep to parse"] == []
     assert "nested too deep to show" in found["too deep to print"][0].reason
+
+
+_FLASH_HEAD = """
+import math
+import torch
+import torch.nn.functional as F
+
+"""
+#: Notebook 06's answers that skip the exercise: a FlashAttention or an attention_op that uses PyTorch's
+#: own attention, directly, under an alias, through a helper; an operator whose backward asks autograd.
+ATTENTION_EVASIONS = {
+    "sdpa in forward": """
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        ctx.save_for_backward(q, k, v, o)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o = ctx.saved_tensors
+        return do, do, do, None
+""",
+    "sdpa imported under an alias, in a helper": """
+from torch.nn.functional import scaled_dot_product_attention as fast
+
+def helper(q, k, v, c):
+    return fast(q, k, v, is_causal=c)
+
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        ctx.save_for_backward(q, k, v)
+        return helper(q, k, v, is_causal)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v = ctx.saved_tensors
+        return do * 2, k * 0, v * 0, None
+""",
+    "MultiheadAttention in an operator": """
+@torch.library.custom_op("backprop_course::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+    mha = torch.nn.MultiheadAttention(q.shape[-1], 1)
+    return mha(q, k, v)[0]
+""",
+    "multi_head_attention_forward by getattr": """
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        f = getattr(F, "multi_head_attention_forward")
+        return f(q, k, v)
+
+    @staticmethod
+    def backward(ctx, do):
+        return do, do, do, None
+""",
+    "operator backward asks autograd": """
+@torch.library.custom_op("backprop_course::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+    return torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), -1) @ v
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])
+
+def backward(ctx, do):
+    q, k, v = (t.detach().requires_grad_() for t in ctx.saved_tensors)
+    with torch.enable_grad():
+        o = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), -1) @ v
+        return (*torch.autograd.grad(o, (q, k, v), do), None)
+
+attention_op.register_autograd(backward, setup_context=setup_context)
+""",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ATTENTION_EVASIONS))
+def test_an_attention_that_skips_the_exercise_is_flagged(kind: str) -> None:
+    found = flags_for("cell", _FLASH_HEAD + ATTENTION_EVASIONS[kind], numpy_only=False)
+    assert found, kind
+    names = {flag.name for flag in found}
+    assert names <= {"FlashAttention", "attention_op"}, found
+    reasons = " ".join(flag.reason for flag in found)
+    assert "PyTorch's own attention" in reasons or "asking autograd" in reasons, found
+
+
+def test_plain_attention_and_a_computed_flash_attention_are_not_flagged() -> None:
+    source = (
+        _FLASH_HEAD
+        + """
+def attention(q, k, v, is_causal=False):
+    return torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), -1) @ v
+
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        s = q @ k.mT / math.sqrt(q.shape[-1])
+        lse = torch.logsumexp(s, -1)
+        o = torch.exp(s - lse[..., None]) @ v
+        ctx.save_for_backward(q, k, v, o, lse)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        p = torch.exp(q @ k.mT / math.sqrt(q.shape[-1]) - lse[..., None])
+        ds = p * (do @ v.mT - (do * o).sum(-1, keepdim=True))
+        return ds @ k / math.sqrt(q.shape[-1]), ds.mT @ q / math.sqrt(q.shape[-1]), p.mT @ do, None
+
+@torch.library.custom_op("backprop_course::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+    return FlashAttention.apply(q, k, v, is_causal)
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3], output)
+
+def backward(ctx, do):
+    q, k, v, o = ctx.saved_tensors
+    return FlashAttention.backward(ctx, do)
+
+attention_op.register_autograd(backward, setup_context=setup_context)
+"""
+    )
+    assert flags_for("cell", source, numpy_only=False) == []

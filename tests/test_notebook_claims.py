@@ -629,6 +629,7 @@ STEMS = (
     "03_autograd_graph",
     "04_custom_functions",
     "05_beyond_the_basics",
+    "06_memory_efficient_attention",
 )
 
 
@@ -647,8 +648,8 @@ def _exercises(stem: str) -> list[tuple[str, list[int]]]:
             try_its = []
         elif kind is None and solutions:
             try_its.append(i)
-        elif kind == "tests":
-            found.append(("\n".join(solutions), try_its))
+        elif kind == "tests" and solutions:  # a tests cell that grades an earlier answer (06's exercise 4,
+            found.append(("\n".join(solutions), try_its))  # what FlashAttention saves) has no try-it
             solutions, try_its = [], []
     return found
 
@@ -875,6 +876,90 @@ class LegendrePolynomial3(LegendrePolynomial3):
         return grad_output.mul_(1.5 * (5 * input**2 - 1))
 """,
     ),
+    "saved_tensors counts elements, not bytes (06)": (
+        "06_memory_efficient_attention",
+        "saved_tensors",
+        """
+_correct = saved_tensors
+def saved_tensors(fn, *args):
+    return [(shape, nbytes // 4) for shape, nbytes in _correct(fn, *args)]
+""",
+    ),
+    "attention without the scale (06)": (
+        "06_memory_efficient_attention",
+        "attention",
+        """
+_correct = attention
+def attention(q, k, v, is_causal=False):
+    return _correct(q * math.sqrt(q.shape[-1]), k, v, is_causal)
+""",
+    ),
+    "attention's causal mask aligned bottom-right (06)": (
+        "06_memory_efficient_attention",
+        "attention",
+        """
+def attention(q, k, v, is_causal=False):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if is_causal:
+        n_q, n_k = scores.shape[-2:]
+        allowed = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+""",
+    ),
+    "FlashAttention's accumulator not rescaled (06)": (
+        "06_memory_efficient_attention",
+        "flash_forward",
+        """
+def flash_forward(q, k, v, is_causal=False, tile=16):
+    rows = torch.arange(q.shape[-2])[:, None]
+    m = q.new_full(q.shape[:-1], float("-inf"))
+    ell = q.new_zeros(q.shape[:-1])
+    acc = q.new_zeros(*q.shape[:-1], v.shape[-1])
+    for start in range(0, k.shape[-2], tile):
+        s = q @ k[..., start : start + tile, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if is_causal:
+            cols = torch.arange(start, start + s.shape[-1])[None, :]
+            s = s.masked_fill(cols > rows, float("-inf"))
+        m_new = torch.maximum(m, s.amax(dim=-1))
+        p = torch.exp(s - m_new[..., None])
+        alpha = torch.exp(m - m_new)
+        ell = alpha * ell + p.sum(dim=-1)
+        acc = acc + p @ v[..., start : start + tile, :]
+        m = m_new
+    return acc / ell[..., None], m + torch.log(ell)
+""",
+    ),
+    "FlashAttention's dS without D (06)": (
+        "06_memory_efficient_attention",
+        "flash_backward",
+        """
+_correct = flash_backward
+def flash_backward(q, k, v, o, L, grad_o, is_causal=False, tile=16):
+    return _correct(q, k, v, torch.zeros_like(o), L, grad_o, is_causal, tile)
+""",
+    ),
+    "FlashAttention views grad_output (06)": (
+        "06_memory_efficient_attention",
+        "FlashAttention",
+        """
+_Correct = FlashAttention
+class FlashAttention(_Correct):
+    @staticmethod
+    def backward(ctx, grad_output):
+        flat = grad_output.view(-1, grad_output.shape[-1])
+        return _Correct.backward(ctx, flat.view(grad_output.shape))
+""",
+    ),
+    "attention_op's fake kernel of the wrong shape (06)": (
+        "06_memory_efficient_attention",
+        "attention_op",
+        """
+@attention_op.register_fake
+def _(q, k, v, is_causal=False):
+    return q.new_empty(q.shape[:-1])
+""",
+    ),
 }
 
 
@@ -1041,3 +1126,69 @@ class MulConstant(MulConstant):
     ]
     ok, printed = run_try_it("04_custom_functions", try_its[0], source)
     assert "returned 1 value(s) for forward's 2 inputs: WRONG" in printed and "Error" not in printed, printed
+
+
+# ---------------------------------------------------------------------------------------------
+# 06_memory_efficient_attention
+# ---------------------------------------------------------------------------------------------
+
+
+def test_06_what_plain_and_flash_attention_save_at_n_1024() -> None:
+    """Exercise 4: at N = 1024, d = 16, float32, plain attention saves two 1024 x 1024 matrices and a few
+    (1024, 16) ones; FlashAttention four (1024, 16) tensors and one (1024,); the ratio is about 32."""
+    import torch
+
+    ns = notebook("06_memory_efficient_attention")
+    q, k, v = (torch.randn(1024, 16, dtype=torch.float32, requires_grad=True) for _ in range(3))
+    plain = ns["saved_tensors"](ns["attention"], q, k, v)
+    flash = ns["saved_tensors"](ns["FlashAttention"].apply, q, k, v)
+    assert sorted(shape for shape, _ in plain) == [
+        (16, 1024),
+        (1024, 16),
+        (1024, 16),
+        (1024, 1024),
+        (1024, 1024),
+    ]
+    assert sorted(shape for shape, _ in flash) == [(1024,), *[(1024, 16)] * 4]
+    plain_bytes, flash_bytes = (sum(nbytes for _, nbytes in saved) for saved in (plain, flash))
+    assert (plain_bytes, flash_bytes) == (8_585_216, 266_240)
+    assert round(plain_bytes / flash_bytes, 1) == 32.2
+
+
+def test_06_expected_errors_of_flash_attention() -> None:
+    """Exercise 3: "About 1e-15 in float64, 1e-6 in float32" against F.scaled_dot_product_attention."""
+    import torch
+    import torch.nn.functional as F
+
+    FlashAttention = notebook("06_memory_efficient_attention")["FlashAttention"]
+    torch.manual_seed(0)
+    for dtype, bound in ((torch.float64, 1e-14), (torch.float32, 1e-5)):
+        q, k, v = (torch.randn(2, 45, 8, dtype=dtype, requires_grad=True) for _ in range(3))
+        g = torch.randn(2, 45, 8, dtype=dtype)
+        out = FlashAttention.apply(q, k, v, True)
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        mine, refs = (torch.autograd.grad(o, (q, k, v), g) for o in (out, ref))
+        errors = [(a - b).abs().max().item() for a, b in zip((out, *mine), (ref, *refs), strict=True)]
+        assert max(errors) < bound, (dtype, errors)
+
+
+def test_06_defining_an_operator_again_replaces_it() -> None:
+    """Exercise 5: "Defining an operator of the same name again replaces the earlier definition":
+    re-running the cell is safe and the last version wins."""
+    import torch
+
+    def define(factor: float) -> Any:
+        # the schema given: this module's annotations are strings (``from __future__ import annotations``)
+        @torch.library.custom_op(
+            "backprop_course::claims_probe", mutates_args=(), schema="(Tensor x) -> Tensor"
+        )
+        def probe(x):
+            return x * factor
+
+        return probe
+
+    define(2.0)
+    latest = define(3.0)
+    x = torch.ones(2)
+    assert latest(x).tolist() == [3.0, 3.0]
+    assert torch.ops.backprop_course.claims_probe(x).tolist() == [3.0, 3.0]

@@ -48,6 +48,13 @@ ENTRY_POINTS = {
         "check_linear_function_func",
         "check_softmax_cross_entropy_function",
     ),
+    "attention": (
+        "check_attention",
+        "check_attention_op",
+        "check_flash_attention",
+        "check_flash_memory",
+        "check_saved_tensors",
+    ),
 }
 _MODULE_OF = {name: module for module, names in ENTRY_POINTS.items() for name in names}
 

@@ -101,7 +101,14 @@ TRUSTED_SIDE = "autograder.grading"
 
 
 #: The collect module of each notebook, in course order.
-MODULES = ("linear_layer", "two_layer_net", "autograd_graph", "custom_functions", "beyond_basics")
+MODULES = (
+    "linear_layer",
+    "two_layer_net",
+    "autograd_graph",
+    "custom_functions",
+    "beyond_basics",
+    "attention",
+)
 
 
 def all_checks() -> dict[str, Check]:

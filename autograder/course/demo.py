@@ -9,8 +9,8 @@ student and assignment into ``build/demo/inbox`` as a learning-management system
 * ``blake`` submits the untouched student versions: zero;
 * ``casey`` makes realistic mistakes (a transposed weight gradient, a sum where the mean belongs,
   the ReLU gradient at 0, an unstable softmax, a ``LinearFunction`` bias gradient left unsummed,
-  which ``.backward()`` and ``gradcheck`` would both let through): partial credit, with feedback
-  naming each;
+  which ``.backward()`` and ``gradcheck`` would both let through, attention without its 1/sqrt(d)
+  scale): partial credit, with feedback naming each;
 * ``dana`` leaves a loop that ignores interrupts in her notebook: the cells before it keep their points;
 * ``eve`` crashes her kernel with a segmentation fault: likewise;
 * ``mallory`` submits blank answers and replaces the comparison functions and the checkers with
@@ -29,8 +29,8 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 
-from autograder.course.build import REPO, SOLUTIONS
 from autograder.course import grade_id, is_solution
+from autograder.course.build import REPO, SOLUTIONS
 from autograder.engine import outputs
 from autograder.engine.grade import Limits
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
@@ -69,6 +69,15 @@ MISTAKES: dict[str, str] = {
         "        # not summed over the batch: .backward() and gradcheck hide it, the check does not\n"
         "        grad_bias = grad_output if bias is not None else None\n"
         "        return grad_output.mm(weight), grad_output.t().mm(input), grad_bias\n"
+    ),
+    "attention": (
+        "import torch\n"
+        "def attention(q, k, v, is_causal=False):\n"
+        "    scores = q @ k.transpose(-2, -1)  # the 1/sqrt(d) scale left out\n"
+        "    if is_causal:\n"
+        "        allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()\n"
+        "        scores = scores.masked_fill(~allowed, float('-inf'))\n"
+        "    return torch.softmax(scores, dim=-1) @ v\n"
     ),
     "softmax_cross_entropy": (
         "import numpy as np\n"

@@ -7,7 +7,9 @@ in the code itself, and flagged here:
   fails there anyway; the flag says why, and also shows in a learner's own unjailed check);
 * a custom ``torch.autograd.Function`` whose ``backward`` asks autograd for the gradient
   (``.backward()``, ``torch.autograd.grad``, ``torch.func``...) instead of computing it, or never
-  uses the gradient it is given.
+  uses the gradient it is given;
+* a ``Function`` or ``custom_op`` using PyTorch's own attention, or an operator whose
+  ``register_autograd`` backward asks autograd for the gradient (:mod:`autograder.engine.method_attention`).
 
 The look follows names across every answer cell of the notebook (:class:`Names`): aliases
 (``ag = torch.autograd``, ``from torch import autograd as A``), ``getattr`` with a constant name,
@@ -27,6 +29,7 @@ is an option.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 #: Calls and attributes by which a backward asks autograd instead of computing its gradient.
@@ -230,9 +233,19 @@ def _shown(expr: ast.expr, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _own_backward(func: ast.expr, names: Names) -> bool:
+    """True when ``func`` can only be the ``backward`` of a Function class of the answers: calling it
+    computes a gradient by the learner's own code (what it asks autograd is judged on its own body)."""
+    paths = names.resolve(func)
+    classes = [names.classes.get(p.removesuffix(".backward")) for p in paths if p.endswith(".backward")]
+    return len(classes) == len(paths) > 0 and all(c and names.is_function_class(c.bases) for c in classes)
+
+
 def _autograd_call(node: ast.Call, names: Names) -> str | None:
     """Why the call ``node`` asks autograd for a gradient itself, or None."""
     func = node.func
+    if _own_backward(func, names):
+        return None
     if isinstance(func, ast.Attribute) and func.attr in AUTOGRAD_CALLS:
         owner = func.value
         owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
@@ -248,27 +261,44 @@ def _autograd_call(node: ast.Call, names: Names) -> str | None:
 
 def _asks_autograd(body: Body, names: Names, helpers: dict[str, str]) -> str | None:
     """Why ``body`` asks autograd for a gradient (itself, or through a helper in ``helpers``), or None."""
-    for node in ast.walk(body):
+    return _first_reason(
+        body, lambda node: _autograd_call(node, names) if isinstance(node, ast.Call) else None, names, helpers
+    )
+
+
+def _first_reason(
+    unit: ast.AST, reason: Callable[[ast.AST], str | None], names: Names, helpers: dict[str, str]
+) -> str | None:
+    """The first node of ``unit`` that ``reason`` names, or that calls a helper of ``helpers``: why."""
+    for node in ast.walk(unit):
+        why = reason(node)
+        helper = None
         if isinstance(node, ast.Call):
-            why = _autograd_call(node, names)
             helper = next((path for path in sorted(names.resolve(node.func)) if path in helpers), None)
-            if why or helper:
-                return why or f"calls {helper}(...), which {helpers[helper]}"
+        if why or helper:
+            return why or f"calls {helper}(...), which {helpers[helper]}"
     return None
 
 
 def _helpers_asking_autograd(names: Names) -> dict[str, str]:
-    """Every defined function or lambda that asks autograd, itself or through others: name -> why. Each
-    body is read once; a helper that calls one that asks is marked from it, caller by caller."""
+    """Every defined function or lambda that asks autograd, itself or through others: name -> why."""
+    return _helpers_that(
+        names, lambda node: _autograd_call(node, names) if isinstance(node, ast.Call) else None
+    )
+
+
+def _helpers_that(names: Names, reason: Callable[[ast.AST], str | None]) -> dict[str, str]:
+    """Every defined function or lambda with a node ``reason`` names, itself or through others: name ->
+    why. Each body is read once; a helper calling one that does is marked from it, caller by caller."""
     found: dict[str, str] = {}
     callers: dict[str, set[str]] = {}
     for name, body in names.bodies.items():
         for node in ast.walk(body):
-            if not isinstance(node, ast.Call):
-                continue
-            why = _autograd_call(node, names)
+            why = reason(node)
             if why and name not in found:
                 found[name] = why
+            if not isinstance(node, ast.Call):
+                continue
             for path in names.resolve(node.func):
                 if path in names.bodies:
                     callers.setdefault(path, set()).add(name)
@@ -410,6 +440,9 @@ def flags(answers: list[dict[str, str]], numpy_only: bool) -> list[Flag]:
         why = f"its backward {asks}" if asks else _ignores_upstream(body)
         if why and Flag(name, cell_id, why) not in found:
             found.append(Flag(name, cell_id, why))
+    from autograder.engine.method_attention import attention_flags
+
+    found += [flag for flag in attention_flags(cells, names, helpers) if flag not in found]
     return found
 
 
