@@ -130,11 +130,18 @@ SAVED_FUNCTIONS: dict[str, tuple[Callable[..., torch.Tensor], tuple[tuple[int, .
 }
 
 
+#: Every size of a function's arguments grows by the same number drawn from the seed (below this), so
+#: that the shapes saved differ from one grading run to the next and a matrix product still fits.
+SAVED_GROWTH = 9
+
+
 def saved_inputs(seed: int, name: str) -> list[np.ndarray]:
-    """The arguments of the function ``name`` of :data:`SAVED_FUNCTIONS` for ``seed``."""
+    """The arguments of the function ``name`` of :data:`SAVED_FUNCTIONS` for ``seed``: its declared
+    shapes, each size grown by one number drawn from ``seed``."""
     _, shapes, dtype, _ = SAVED_FUNCTIONS[name]
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+    grow = int(rng.integers(0, SAVED_GROWTH))
+    return [rng.standard_normal([s + grow for s in shape]).astype(dtype) for shape in shapes]
 
 
 def saved_arguments(seed: int, name: str, device: torch.device) -> list[torch.Tensor]:
@@ -247,9 +254,16 @@ def check_flash_attention(fn_cls: Any, *, seed: int = 0, device: Any = None) -> 
 
 
 MEMORY_POINTS = 2.0
-#: The sequence lengths of the memory check (Nq = Nk = N), and its head size.
+#: The sequence lengths of the memory check (Nq = Nk = N) before the seed's growth, and its head size.
 MEMORY_LENGTHS = (64, 128, 256, 512)
 MEMORY_D = 4
+
+
+def memory_lengths(seed: int) -> tuple[int, ...]:
+    """The memory check's lengths for ``seed``: each of :data:`MEMORY_LENGTHS` grown by up to a quarter,
+    drawn from the seed, so that the shapes saved differ from one grading run to the next."""
+    rng = np.random.default_rng([seed, len(MEMORY_LENGTHS)])
+    return tuple(n + int(rng.integers(0, n // 4)) for n in MEMORY_LENGTHS)
 
 
 def memory_inputs(seed: int, n: int) -> dict[str, np.ndarray]:
@@ -259,13 +273,13 @@ def memory_inputs(seed: int, n: int) -> dict[str, np.ndarray]:
 
 
 def collect_flash_memory(fn_cls: Any, *, seed: int = 0, device: Any = None) -> Evidence:
-    """Run the learner's ``FlashAttention`` forward for each N of :data:`MEMORY_LENGTHS` under the pack
+    """Run the learner's ``FlashAttention`` forward for each N of :func:`memory_lengths` under the pack
     hooks: the shape and bytes of every saved tensor, and the tensors kept on ``ctx`` attributes."""
     where = default_device() if device is None else torch.device(device)
     label = label_of(fn_cls, "FlashAttention")
     apply = getattr(fn_cls, "apply", None)
     cases = {}
-    for index, n in enumerate(MEMORY_LENGTHS):
+    for index, n in enumerate(memory_lengths(seed)):
         data = memory_inputs(case_seed(seed, index), n)
         run = FunctionRun(fn_cls, label)
         leaves = [leaf(data[k], where) for k in ("q", "k", "v")]
@@ -291,7 +305,7 @@ FLASH_MEMORY = register(
 
 
 def check_flash_memory(fn_cls: Any, *, seed: int = 0, device: Any = None) -> float:
-    """Grade what ``FlashAttention`` saves for backward, for N from 64 to 512; return points."""
+    """Grade what ``FlashAttention`` saves for backward, for N from about 64 to 640; return points."""
     return _run(FLASH_MEMORY, fn_cls, seed, device)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autograder.checks.attention import FLASH_MEMORY, MEMORY_D, MEMORY_LENGTHS
+from autograder.checks.attention import FLASH_MEMORY, MEMORY_D, memory_lengths
 from autograder.checks.core import Evidence
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, report_for
@@ -20,25 +20,28 @@ def contract_bytes(n: int) -> int:
     return FLOAT32_BYTES * (4 * n * MEMORY_D + n)
 
 
-def _labels() -> list[str]:
-    return [f"N = {n}" for n in MEMORY_LENGTHS]
+def _cases(seed: int) -> list[tuple[int, str]]:
+    """(N, the case's label) for each length the check ran with ``seed``."""
+    return [(n, f"N = {n}") for n in memory_lengths(seed)]
 
 
-def _first_error(records: dict[str, Record]) -> str | None:
-    for label in _labels():
+def _first_error(records: dict[str, Record], seed: int) -> str | None:
+    for _, label in _cases(seed):
+        if label not in records:
+            return f"the evidence has no case {label}, which this run's seed asks for"
         error = step_error(records[label], "forward")
         if error:
             return f"{label}: {error}"
     return None
 
 
-def quadratic_item(records: dict[str, Record]) -> Item:
+def quadratic_item(records: dict[str, Record], seed: int) -> Item:
     """No saved tensor has N * N elements or more (the scores or the probabilities)."""
     name = "no (Nq, Nk) tensor saved"
-    error = _first_error(records)
+    error = _first_error(records, seed)
     if error:
         return Item(name, False, error, 1.0)
-    for n, label in zip(MEMORY_LENGTHS, _labels(), strict=True):
+    for n, label in _cases(seed):
         for entry in records[label]["outputs"]["hooks"]:
             numel = 1
             for s in entry["shape"]:
@@ -55,14 +58,14 @@ def quadratic_item(records: dict[str, Record]) -> Item:
     return Item(name, True, "no saved tensor has Nq * Nk elements", 1.0)
 
 
-def budget_item(records: dict[str, Record]) -> Item:
+def budget_item(records: dict[str, Record], seed: int) -> Item:
     """The saved bytes stay within a budget linear in N."""
     name = "saved bytes linear in N"
-    error = _first_error(records)
+    error = _first_error(records, seed)
     if error:
         return Item(name, False, error, 1.0)
     totals = {}
-    for n, label in zip(MEMORY_LENGTHS, _labels(), strict=True):
+    for n, label in _cases(seed):
         total = sum(e["nbytes"] for e in records[label]["outputs"]["hooks"])
         totals[n] = total
         budget = BUDGET_FACTOR * contract_bytes(n)
@@ -82,13 +85,13 @@ def budget_item(records: dict[str, Record]) -> Item:
     return Item(name, True, f"bytes saved: {shown}", 1.0)
 
 
-def ctx_item(records: dict[str, Record]) -> Item:
+def ctx_item(records: dict[str, Record], seed: int) -> Item:
     """No tensor kept on a ctx attribute (the hooks cannot see those)."""
     name = "tensors saved with save_for_backward"
-    error = _first_error(records)
+    error = _first_error(records, seed)
     if error:
         return Item(name, False, error, 0.5)
-    kept = records[_labels()[0]]["outputs"].get("ctx", {})
+    kept = records[_cases(seed)[0][1]]["outputs"].get("ctx", {})
     if kept:
         sizes = ", ".join(f"{k} ({sum(t['nbytes'] for t in v)} bytes)" for k, v in kept.items())
         return Item(name, False, f"{ctx_attributes_message(sorted(kept))}. What they hold: {sizes}", 0.5)
@@ -100,8 +103,8 @@ def grade_flash_memory(evidence: Evidence) -> Report:
     """Grade: no (Nq, Nk) tensor saved (1); bytes within a budget linear in N (1); no tensor on a ctx
     attribute (0.5)."""
     report = report_for(FLASH_MEMORY)
-    records = evidence["cases"]
-    for item in (quadratic_item(records), budget_item(records), ctx_item(records)):
+    records, seed = evidence["cases"], evidence["seed"]
+    for item in (quadratic_item(records, seed), budget_item(records, seed), ctx_item(records, seed)):
         report.add(item)
     add_notes(report, records.values())
     return report
