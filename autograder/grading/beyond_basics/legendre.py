@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -19,77 +20,110 @@ from autograder.checks.beyond_basics.legendre import (
 )
 from autograder.checks.compare import compare
 from autograder.checks.core import Evidence
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import TRAINING
 from autograder.grading import grader, reference, report_for
 from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
 from autograder.grading.function_contract import contract_items
-from autograder.grading.toolkit import add_notes, step_error, tensors_unchanged_item
+from autograder.grading.toolkit import ItemOf, add_notes, judge, step_error, tensors_unchanged_item
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every item reads: the one case (label, record), its inputs remade from the seed, the reference."""
+
+    label: str
+    record: FunctionRecord
+    x: np.ndarray
+    g: np.ndarray
+    ref: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> _Run:
+        data = legendre_inputs(evidence["seed"])
+        ((label, record),) = evidence["cases"].items()
+        return cls(label, record, data["x"], data["g"], reference.legendre3(data["x"], data["g"]))
+
+    @property
+    def originals(self) -> dict[str, dict[str, np.ndarray]]:
+        return {self.label: {"x": self.x, "grad_output": self.g}}
+
+
+def _y_item(run: _Run) -> Item:
+    """P3(x) (1)."""
+    x, got = run.x, run.record["outputs"].get("y")
+    halved = {"the factor 0.5 is missing": 5 * x**3 - 3 * x}
+    return verdict_item(
+        "y", run.record, ("forward",), lambda: [compare("y", got, run.ref["y"], mistakes=halved)], 1.0
+    )
+
+
+def _dx_item(run: _Run) -> Item:
+    """Its gradient for a random upstream gradient (1)."""
+    x, g = run.x, run.g
+    mistakes = {
+        "grad_output is ignored": 1.5 * (5 * x**2 - 1),
+        "the derivative of 5x^3 is 15x^2, so P3'(x) = 1.5 (5x^2 - 1), not 0.5 (5x^2 - 3)": 0.5
+        * (5 * x**2 - 3)
+        * g,
+    }
+    got = recorded(run.record, "autograd", "dx")
+    return verdict_item(
+        "dx",
+        run.record,
+        ("forward", "autograd"),
+        lambda: [compare("dx", got, run.ref["dx"], mistakes=mistakes)],
+        1.0,
+    )
+
+
+def _direct_item(run: _Run) -> Item:
+    """The exact shape of backward called directly (0.5)."""
+    return exact_shapes_item("direct backward", run.record, {"dx": LEGENDRE_SHAPE}, 0.5)
+
+
+def _sum_item(run: _Run) -> Item:
+    """The gradient of y.sum(), whose upstream gradient is a stride-0 tensor not to be written to (0.5)."""
+    ones_ref = reference.legendre3(run.x, np.ones_like(run.x))["dx"]
+    got = recorded(run.record, "sum", "dx")
+    return verdict_item(
+        "dx of y.sum()",
+        run.record,
+        ("forward", "sum"),
+        lambda: [compare("dx of y.sum()", got, ones_ref)],
+        0.5,
+    )
+
+
+def _unchanged_item(run: _Run) -> Item:
+    """No input and no upstream gradient changed in place (0.5)."""
+    return tensors_unchanged_item({run.label: run.record}, run.originals)
+
+
+def _contract_items(run: _Run) -> list[Item]:
+    """The Function contract's items."""
+    return contract_items({run.label: run.record}, "LegendrePolynomial3", run.originals)
+
+
+#: What is checked of LegendrePolynomial3, in order.
+ITEMS: tuple[ItemOf[_Run], ...] = (
+    _y_item,
+    _dx_item,
+    _direct_item,
+    _sum_item,
+    _unchanged_item,
+    _contract_items,
+)
 
 
 @grader(LEGENDRE)
 def grade_legendre(evidence: Evidence) -> Report:
     """Grade: P3(x) (1), its gradient for a random upstream gradient (1), the exact shape of a direct
     backward call (0.5), the gradient of y.sum(), whose upstream gradient is a stride-0 tensor that
-    must not be written to (0.5), inputs unchanged (0.5)."""
-    report = report_for(LEGENDRE)
-    data = legendre_inputs(evidence["seed"])
-    ((case, rec),) = evidence["cases"].items()
-    ref = reference.legendre3(data["x"], data["g"])
-    x, g = data["x"], data["g"]
-    report.add(
-        verdict_item(
-            "y",
-            rec,
-            ("forward",),
-            lambda: [
-                compare(
-                    "y",
-                    rec["outputs"].get("y"),
-                    ref["y"],
-                    mistakes={"the factor 0.5 is missing": 5 * x**3 - 3 * x},
-                )
-            ],
-            1.0,
-        )
-    )
-    report.add(
-        verdict_item(
-            "dx",
-            rec,
-            ("forward", "autograd"),
-            lambda: [
-                compare(
-                    "dx",
-                    recorded(rec, "autograd", "dx"),
-                    ref["dx"],
-                    mistakes={
-                        "grad_output is ignored": 1.5 * (5 * x**2 - 1),
-                        "the derivative of 5x^3 is 15x^2, so P3'(x) = 1.5 (5x^2 - 1), not 0.5 (5x^2 - 3)": 0.5
-                        * (5 * x**2 - 3)
-                        * g,
-                    },
-                )
-            ],
-            1.0,
-        )
-    )
-    report.add(exact_shapes_item("direct backward", rec, {"dx": LEGENDRE_SHAPE}, 0.5))
-    ones_ref = reference.legendre3(x, np.ones_like(x))["dx"]
-    report.add(
-        verdict_item(
-            "dx of y.sum()",
-            rec,
-            ("forward", "sum"),
-            lambda: [compare("dx of y.sum()", recorded(rec, "sum", "dx"), ones_ref)],
-            0.5,
-        )
-    )
-    report.add(tensors_unchanged_item({case: rec}, {case: {"x": x, "grad_output": g}}))
-    for item in contract_items({case: rec}, "LegendrePolynomial3", {case: {"x": x, "grad_output": g}}):
-        report.add(item)
-    add_notes(report, [rec])
-    return report
+    must not be written to (0.5), inputs unchanged (0.5), the Function contract."""
+    run = _Run.of(evidence)
+    return judge(LEGENDRE, ITEMS, run, [run.record])
 
 
 @lru_cache(maxsize=4)
