@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import permutations
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from autograder.checks.compare import compare
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item
-from autograder.grading.toolkit import Record, backward_returns, step_error
+from autograder.grading.toolkit import ItemOf, Record, backward_returns, step_error, tensors_unchanged_item
 
 #: Errors of a backward on an upstream gradient of an unusual layout, and the mistake each names.
 LAYOUT_MISTAKES = (
@@ -265,3 +266,32 @@ def wrong_order_message(order: list[int], names: Sequence[str], label: str) -> s
         f"Likely mistake: {label}.backward returns the gradients in the wrong order ({returned}); "
         f"return them in the order of forward's inputs: {wanted}"
     )
+
+
+class FunctionCases(Protocol):
+    """What :func:`unchanged_item` and :func:`contract_of` read of a Function grader's run."""
+
+    @property
+    def cases(self) -> dict[str, FunctionRecord]:
+        """The recorded cases, by label."""
+        ...
+
+    @property
+    def originals(self) -> dict[str, dict[str, Any]]:
+        """Each case's tensors as they were given (the upstream gradient as ``grad_output``), by label."""
+        ...
+
+
+def unchanged_item(run: FunctionCases) -> Item:
+    """No input and no upstream gradient changed in place, in any case (0.5)."""
+    return tensors_unchanged_item(run.cases, run.originals)
+
+
+def contract_of(function: str, *labels: str) -> ItemOf[FunctionCases]:
+    """The Function contract's items, on the cases ``labels`` (every case when none is named)."""
+
+    def items(run: FunctionCases) -> list[Item]:
+        ran = {label: run.originals[label] for label in labels or run.cases}
+        return contract_items(run.cases, function, ran)
+
+    return items

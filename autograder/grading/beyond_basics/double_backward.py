@@ -14,8 +14,12 @@ from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
-from autograder.grading.function_contract import contract_items
-from autograder.grading.toolkit import ItemOf, judge, step_error, tensors_unchanged_item
+from autograder.grading.function_contract import contract_of, unchanged_item
+from autograder.grading.toolkit import ItemOf, judge, step_error
+
+#: The mistakes that leave the second derivative through x, and through grad_output, zero.
+DETACHED = "the saved x was detached (or backward ran under no_grad): dx does not depend on x"
+NOT_DIFFERENTIABLE = "backward does not use grad_output with differentiable operations"
 
 #: What torch says when a once_differentiable backward is differentiated.
 ONCE_DIFFERENTIABLE_MESSAGE = "marked with @once_differentiable"
@@ -23,18 +27,20 @@ ONCE_DIFFERENTIABLE_MESSAGE = "marked with @once_differentiable"
 
 @dataclass(frozen=True)
 class _Run:
-    """What every item reads: the two Functions' records, the inputs remade from the seed, the references."""
+    """What every item reads: the records (``Cube``, ``NumpyCube``), the inputs remade from the seed
+    and the references."""
 
-    cube: FunctionRecord
-    npc: FunctionRecord
+    cases: dict[str, FunctionRecord]
     data: dict[str, np.ndarray]
     ref: dict[str, np.ndarray]
 
-    @classmethod
-    def of(cls, evidence: Evidence) -> _Run:
-        data, cases = double_inputs(evidence["seed"]), evidence["cases"]
-        ref = reference.cube_second_derivatives(data["x"], data["g"], data["v"])
-        return cls(cases["Cube"], cases["NumpyCube"], data, ref)
+    @property
+    def cube(self) -> FunctionRecord:
+        return self.cases["Cube"]
+
+    @property
+    def npc(self) -> FunctionRecord:
+        return self.cases["NumpyCube"]
 
     @property
     def second(self) -> FunctionRecord:
@@ -48,24 +54,24 @@ class _Run:
         return {"Cube": ran, "NumpyCube": ran}
 
 
-def _cube_item(run: _Run) -> Item:
-    """Cube's output and gradient (0.5)."""
-    cube, ref, x = run.cube, run.ref, run.data["x"]
-    return verdict_item(
-        "Cube: y and dx",
-        cube,
-        ("forward", "autograd"),
-        lambda: [
-            compare("y", cube["outputs"].get("y"), ref["y"]),
-            compare(
-                "dx",
-                recorded(cube, "autograd", "dx"),
-                ref["dx"],
-                mistakes={"grad_output is ignored": 3 * x**2},
-            ),
-        ],
-        0.5,
-    )
+def _y_and_dx_item(name: str, label: str, weight: float, named: bool) -> ItemOf[_Run]:
+    """One Function's output and gradient; with ``named``, a gradient that ignores grad_output is named."""
+
+    def item(run: _Run) -> Item:
+        record, ref, x = run.cases[label], run.ref, run.data["x"]
+        ignored = {"grad_output is ignored": 3 * x**2} if named else None
+        return verdict_item(
+            name,
+            record,
+            ("forward", "autograd"),
+            lambda: [
+                compare("y", record["outputs"].get("y"), ref["y"]),
+                compare("dx", recorded(record, "autograd", "dx"), ref["dx"], mistakes=ignored),
+            ],
+            weight,
+        )
+
+    return item
 
 
 def _cube_direct_item(run: _Run) -> Item:
@@ -73,57 +79,24 @@ def _cube_direct_item(run: _Run) -> Item:
     return exact_shapes_item("Cube: direct backward", run.cube, {"dx": DOUBLE_SHAPE}, 0.5)
 
 
-def _second_x_item(run: _Run) -> Item:
-    """The second derivative through x (1)."""
-    x, hx = run.data["x"], run.cube["outputs"].get("hx")
-    detached = {
-        "the saved x was detached (or backward ran under no_grad): dx does not depend on x": np.zeros_like(x)
-    }
-    return verdict_item(
-        "second derivative through x",
-        run.second,
-        ("second",),
-        lambda: [compare("d<dx, v>/dx", _zero_if_none(hx, x), run.ref["hx"], mistakes=detached)],
-        1.0,
-    )
+def _second_item(name: str, wrt: str, key: str, unused: str, weight: float) -> ItemOf[_Run]:
+    """The second derivative of <dx, v> through the input ``wrt`` (``x`` or ``g``, the upstream gradient),
+    recorded as ``key``; ``unused`` names the mistake that leaves it zero (None from autograd.grad)."""
 
+    def item(run: _Run) -> Item:
+        like = run.data[wrt]
+        got = _zero_if_none(run.cube["outputs"].get(key), like)
+        title = f"d<dx, v>/d{'x' if wrt == 'x' else 'grad_output'}"
+        mistakes = {unused: np.zeros_like(like)}
+        return verdict_item(
+            name,
+            run.second,
+            ("second",),
+            lambda: [compare(title, got, run.ref[key], mistakes=mistakes)],
+            weight,
+        )
 
-def _second_grad_output_item(run: _Run) -> Item:
-    """The second derivative through grad_output (0.5)."""
-    g, hg = run.data["g"], run.cube["outputs"].get("hg")
-    unused = {"backward does not use grad_output with differentiable operations": np.zeros_like(g)}
-    return verdict_item(
-        "second derivative through grad_output",
-        run.second,
-        ("second",),
-        lambda: [compare("d<dx, v>/dgrad_output", _zero_if_none(hg, g), run.ref["hg"], mistakes=unused)],
-        0.5,
-    )
-
-
-def _numpy_cube_item(run: _Run) -> Item:
-    """NumpyCube's output and gradient (1)."""
-    npc, ref = run.npc, run.ref
-    return verdict_item(
-        "NumpyCube: y and dx",
-        npc,
-        ("forward", "autograd"),
-        lambda: [
-            compare("y", npc["outputs"].get("y"), ref["y"]),
-            compare("dx", recorded(npc, "autograd", "dx"), ref["dx"]),
-        ],
-        1.0,
-    )
-
-
-def _unchanged_item(run: _Run) -> Item:
-    """No input and no upstream gradient changed in place (0.5)."""
-    return tensors_unchanged_item({"Cube": run.cube, "NumpyCube": run.npc}, run.originals)
-
-
-def _contract_items(run: _Run) -> list[Item]:
-    """The Function contract's items."""
-    return contract_items({"Cube": run.cube, "NumpyCube": run.npc}, "Cube", run.originals)
+    return item
 
 
 def _second_hint(error: str | None) -> str | None:
@@ -170,14 +143,14 @@ def _once_differentiable_item(run: _Run) -> Item:
 
 #: What is checked, in order.
 ITEMS: tuple[ItemOf[_Run], ...] = (
-    _cube_item,
+    _y_and_dx_item("Cube: y and dx", "Cube", 0.5, named=True),
     _cube_direct_item,
-    _second_x_item,
-    _second_grad_output_item,
-    _numpy_cube_item,
+    _second_item("second derivative through x", "x", "hx", DETACHED, 1.0),
+    _second_item("second derivative through grad_output", "g", "hg", NOT_DIFFERENTIABLE, 0.5),
+    _y_and_dx_item("NumpyCube: y and dx", "NumpyCube", 1.0, named=False),
     _once_differentiable_item,
-    _unchanged_item,
-    _contract_items,
+    unchanged_item,
+    contract_of("Cube"),
 )
 
 
@@ -188,5 +161,6 @@ def grade_double_backward(evidence: Evidence) -> Report:
     gradient (1); differentiating NumpyCube twice raises torch's once_differentiable error (0.5: the
     stub carries the decorator, the item catches a learner who removes it or bypasses it);
     inputs unchanged (0.5); the Function contract."""
-    run = _Run.of(evidence)
-    return judge(DOUBLE_BACKWARD, ITEMS, run, evidence["cases"].values())
+    data = double_inputs(evidence["seed"])
+    run = _Run(evidence["cases"], data, reference.cube_second_derivatives(data["x"], data["g"], data["v"]))
+    return judge(DOUBLE_BACKWARD, ITEMS, run, run.cases.values())

@@ -25,8 +25,8 @@ from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import TRAINING
 from autograder.grading import grader, reference, report_for
 from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
-from autograder.grading.function_contract import contract_items
-from autograder.grading.toolkit import ItemOf, add_notes, judge, step_error, tensors_unchanged_item
+from autograder.grading.function_contract import contract_of, unchanged_item
+from autograder.grading.toolkit import ItemOf, add_notes, judge, step_error
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,10 @@ class _Run:
         data = legendre_inputs(evidence["seed"])
         ((label, record),) = evidence["cases"].items()
         return cls(label, record, data["x"], data["g"], reference.legendre3(data["x"], data["g"]))
+
+    @property
+    def cases(self) -> dict[str, FunctionRecord]:
+        return {self.label: self.record}
 
     @property
     def originals(self) -> dict[str, dict[str, np.ndarray]]:
@@ -96,24 +100,14 @@ def _sum_item(run: _Run) -> Item:
     )
 
 
-def _unchanged_item(run: _Run) -> Item:
-    """No input and no upstream gradient changed in place (0.5)."""
-    return tensors_unchanged_item({run.label: run.record}, run.originals)
-
-
-def _contract_items(run: _Run) -> list[Item]:
-    """The Function contract's items."""
-    return contract_items({run.label: run.record}, "LegendrePolynomial3", run.originals)
-
-
 #: What is checked of LegendrePolynomial3, in order.
 ITEMS: tuple[ItemOf[_Run], ...] = (
     _y_item,
     _dx_item,
     _direct_item,
     _sum_item,
-    _unchanged_item,
-    _contract_items,
+    unchanged_item,
+    contract_of("LegendrePolynomial3"),
 )
 
 

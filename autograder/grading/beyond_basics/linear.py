@@ -27,8 +27,8 @@ from autograder.checks.functions import FunctionRecord, tensor
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import Record, exact_shapes_item, recorded, verdict_item
-from autograder.grading.function_contract import contract_items
-from autograder.grading.toolkit import SQUEEZED_BIAS, ItemOf, judge, tensors_unchanged_item
+from autograder.grading.function_contract import contract_of, unchanged_item
+from autograder.grading.toolkit import SQUEEZED_BIAS, ItemOf, judge
 
 
 def _linear_mistakes(data: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -102,6 +102,7 @@ class _FuncRun:
     def main(self) -> FunctionRecord:
         return self.cases[MAIN]
 
+    @property
     def originals(self) -> dict[str, dict[str, np.ndarray]]:
         """Each case's tensors as they were given."""
         return {
@@ -205,16 +206,6 @@ def _func_grad_item(run: _FuncRun) -> Item:
     )
 
 
-def _func_unchanged_item(run: _FuncRun) -> Item:
-    """No input and no upstream gradient changed in place (0.5)."""
-    return tensors_unchanged_item(run.cases, run.originals())
-
-
-def _func_contract_items(run: _FuncRun) -> list[Item]:
-    """The Function contract's items, on the main case."""
-    return contract_items(run.cases, "LinearFunctionFunc", {MAIN: run.originals()[MAIN]})
-
-
 #: What is checked of LinearFunctionFunc, in order.
 FUNC_ITEMS: tuple[ItemOf[_FuncRun], ...] = (
     _func_value_items,
@@ -224,8 +215,8 @@ FUNC_ITEMS: tuple[ItemOf[_FuncRun], ...] = (
     _func_size_one_item,
     _vmap_item,
     _func_grad_item,
-    _func_unchanged_item,
-    _func_contract_items,
+    unchanged_item,
+    contract_of("LinearFunctionFunc", MAIN),
 )
 
 
@@ -264,10 +255,13 @@ class _BatchedRun:
         }
         return cls(evidence["cases"], datas, {lab: _batched_reference(d) for lab, d in datas.items()})
 
-    def originals(self, label: str) -> dict[str, np.ndarray]:
-        """Case ``label``'s tensors as they were given."""
-        d = self.datas[label]
-        return {"x": d["x"], "W": d["W"], "b": d["b"], "grad_output": d["g"]}
+    @property
+    def originals(self) -> dict[str, dict[str, np.ndarray]]:
+        """Each case's tensors as they were given."""
+        return {
+            lab: {"x": d["x"], "W": d["W"], "b": d["b"], "grad_output": d["g"]}
+            for lab, d in self.datas.items()
+        }
 
 
 BATCHED_MAIN = next(iter(BATCHED_CASES))
@@ -321,24 +315,14 @@ def _other_shapes_items(run: _BatchedRun) -> list[Item]:
     return items
 
 
-def _batched_unchanged_item(run: _BatchedRun) -> Item:
-    """No input and no upstream gradient changed in place (0.5)."""
-    return tensors_unchanged_item(run.cases, {lab: run.originals(lab) for lab in run.datas})
-
-
-def _batched_contract_items(run: _BatchedRun) -> list[Item]:
-    """The Function contract's items, on the main case."""
-    return contract_items(run.cases, "LinearFunction", {BATCHED_MAIN: run.originals(BATCHED_MAIN)})
-
-
 #: What is checked of the batched LinearFunction, in order.
 BATCHED_ITEMS: tuple[ItemOf[_BatchedRun], ...] = (
     _batched_value_items,
     _batched_direct_item,
     _weight_only_item,
     _other_shapes_items,
-    _batched_unchanged_item,
-    _batched_contract_items,
+    unchanged_item,
+    contract_of("LinearFunction", BATCHED_MAIN),
 )
 
 

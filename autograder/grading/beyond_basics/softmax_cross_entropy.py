@@ -20,9 +20,9 @@ from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import LOSS
 from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
-from autograder.grading.function_contract import contract_items
+from autograder.grading.function_contract import contract_of, unchanged_item
 from autograder.grading.hard_inputs import hard_inputs_item
-from autograder.grading.toolkit import ItemOf, judge, tensors_unchanged_item
+from autograder.grading.toolkit import ItemOf, judge
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,13 @@ class _Run:
             refs[lab] = {"loss": r["loss"], "dscores": r["dscores"] * data["u"], "dscores_at_1": r["dscores"]}
         return cls(evidence["cases"], datas, refs)
 
-    def originals(self, label: str) -> dict[str, Any]:
-        """Case ``label``'s tensors as they were given, its upstream scalar as ``grad_output``."""
-        d = self.datas[label]
-        return {"scores": d["scores"], "y": d["y"], "grad_output": np.asarray(d["u"])}
+    @property
+    def originals(self) -> dict[str, dict[str, Any]]:
+        """Each case's tensors as they were given, its upstream scalar as ``grad_output``."""
+        return {
+            lab: {"scores": d["scores"], "y": d["y"], "grad_output": np.asarray(d["u"])}
+            for lab, d in self.datas.items()
+        }
 
 
 MAIN, SINGLE, LARGE = list(SCE_CASES)[:3]
@@ -115,16 +118,6 @@ def _hard_inputs_item(run: _Run) -> Item:
     return hard_inputs_item(run.cases, run.datas, run.refs)
 
 
-def _unchanged_item(run: _Run) -> Item:
-    """No input and no upstream gradient changed in place (0.5)."""
-    return tensors_unchanged_item(run.cases, {label: run.originals(label) for label in run.datas})
-
-
-def _contract_items(run: _Run) -> list[Item]:
-    """The Function contract's items (tensors on ctx attributes, 0.5)."""
-    return contract_items(run.cases, "SoftmaxCrossEntropy", {MAIN: run.originals(MAIN)})
-
-
 #: What is checked, in order.
 ITEMS: tuple[ItemOf[_Run], ...] = (
     _loss_item,
@@ -132,8 +125,8 @@ ITEMS: tuple[ItemOf[_Run], ...] = (
     _case_items,
     _direct_item,
     _hard_inputs_item,
-    _unchanged_item,
-    _contract_items,
+    unchanged_item,
+    contract_of("SoftmaxCrossEntropy", MAIN),
 )
 
 

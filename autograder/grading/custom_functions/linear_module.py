@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,11 @@ INIT_ORDER = (
     "uniform_(-1/sqrt(in), 1/sqrt(in)), in that order."
 )
 
+#: Why a case fails an item (its label, inputs and record), as the learner reads it; None when it passes.
+CaseProblem = Callable[[str, dict[str, Any], ModuleCase], str | None]
+
+F_LINEAR = "out and every gradient match F.linear in float64"
+
 #: The steps of a case, in order: each one's error field in :class:`ModuleCase`.
 STEPS = ("error", "forward_error", "backward_error")
 
@@ -71,63 +76,63 @@ class _Run:
         return None
 
 
-def _parameters_item(run: _Run) -> Item:
-    """named_parameters() gives weight, and bias unless bias=False (0.5)."""
-    name = "parameters registered"
-    failed = run.failed(name, list(run.inputs), 0.5)
-    if failed:
-        return failed
-    for label, data in run.inputs.items():
-        names = run.cases[label]["names"]
-        wanted = ["weight", "bias"] if data["bias"] else ["weight"]
-        if sorted(names) != sorted(wanted):
-            return Item(
-                name,
-                False,
-                f"{label}: named_parameters() gives {names or 'nothing'}, expected {wanted}: wrap each "
-                "tensor in nn.Parameter and assign it as self.weight / self.bias (with bias=False, "
-                "self.register_parameter('bias', None)).",
-                0.5,
-            )
-    return Item(name, True, "named_parameters() gives weight (out, in) and bias (out,)", 0.5)
+def _cases_item(
+    name: str, weight: float, passed: str, problem: CaseProblem, step: str = "error", bias: bool | None = None
+) -> ItemOf[_Run]:
+    """An item over the cases (those with a bias, or the one without, when ``bias`` says which): failed
+    with the first error of ``step`` or a step before it, else with the first case's ``problem``."""
+
+    def item(run: _Run) -> Item:
+        labels = list(run.inputs) if bias is None else run.labels(bias)
+        failed = run.failed(name, labels, weight, step)
+        if failed:
+            return failed
+        for label in labels:
+            why = problem(label, run.inputs[label], run.cases[label])
+            if why:
+                return Item(name, False, why, weight)
+        return Item(name, True, passed, weight)
+
+    return item
 
 
-def _init_problem(label: str, data: dict[str, Any], got: dict[str, Any]) -> str | None:
-    """Why one case's parameters are not nn.Linear's from the same seed, or None."""
+def _parameters_problem(label: str, data: dict[str, Any], record: ModuleCase) -> str | None:
+    """named_parameters() gives weight, and bias unless bias=False."""
+    names, wanted = record["names"], ["weight", "bias"] if data["bias"] else ["weight"]
+    if sorted(names) == sorted(wanted):
+        return None
+    return (
+        f"{label}: named_parameters() gives {names or 'nothing'}, expected {wanted}: wrap each tensor in "
+        "nn.Parameter and assign it as self.weight / self.bias (with bias=False, "
+        "self.register_parameter('bias', None))."
+    )
+
+
+def _init_problem(label: str, data: dict[str, Any], record: ModuleCase) -> str | None:
+    """The same weight and bias as nn.Linear made under the same torch seed."""
     swapped = _bias_first_params(data)
     for n, want in _nn_linear_params(data).items():
         mistakes = {
             "the bias drawn before the weight: nn.Linear initialises the weight first, so the same seed "
             "gives other numbers": swapped[n]
         }
-        verdict = compare(f"{n} of {label}", got.get(n), want, dtype=np.float32, mistakes=mistakes)
+        verdict = compare(
+            f"{n} of {label}", record["params"].get(n), want, dtype=np.float32, mistakes=mistakes
+        )
         if not verdict.ok:
             unnamed = verdict.problem == "values" and not verdict.likely
             return verdict.message() + (INIT_ORDER if unnamed else "")
     return None
 
 
-def _init_item(run: _Run) -> Item:
-    """The same weight and bias as nn.Linear made under the same torch seed (1)."""
-    name = "initialised like nn.Linear"
-    failed = run.failed(name, list(run.inputs), 1.0)
-    if failed:
-        return failed
-    for label, data in run.inputs.items():
-        problem = _init_problem(label, data, run.cases[label]["params"])
-        if problem:
-            return Item(name, False, problem, 1.0)
-    return Item(name, True, "the same weight and bias as nn.Linear from the same torch.manual_seed", 1.0)
-
-
-def _linear_problem(data: dict[str, Any], record: ModuleCase) -> str | None:
-    """Why one case's output or gradients differ from F.linear's with its own float64 parameters, or None."""
+def _linear_problem(label: str, data: dict[str, Any], record: ModuleCase) -> str | None:
+    """Out and every gradient match F.linear's with the module's own float64 parameters."""
     W, b = record["params64"].get("weight"), record["params64"].get("bias")
     if not isinstance(W, np.ndarray) or W.shape != (data["out"], data["in"]):
-        return "not checked, weight is not an (out, in) parameter."
+        return f"{label}: not checked, weight is not an (out, in) parameter."
     b = b if data["bias"] else np.zeros(data["out"])
     if not isinstance(b, np.ndarray) or b.shape != (data["out"],):
-        return "not checked, bias is not an (out,) parameter."
+        return f"{label}: not checked, bias is not an (out,) parameter."
     ref, n, grads = (
         reference.linear(data["x"], W, b, data["grad_output"]),
         data["x"].shape[0],
@@ -139,24 +144,7 @@ def _linear_problem(data: dict[str, Any], record: ModuleCase) -> str | None:
     verdicts = [compare("out", record["out"], ref["out"], batch_size=n)] + [
         compare(title, grads.get(key), ref[want], batch_size=n) for title, (key, want) in wanted.items()
     ]
-    return next((v.message() for v in verdicts if not v.ok), None)
-
-
-def _values_item(name: str, bias: bool, weight: float) -> ItemOf[_Run]:
-    """The item of out and every gradient against F.linear, over the cases with (or without) a bias."""
-
-    def item(run: _Run) -> Item:
-        labels = run.labels(bias)
-        failed = run.failed(name, labels, weight, "backward_error")
-        if failed:
-            return failed
-        for label in labels:
-            problem = _linear_problem(run.inputs[label], run.cases[label])
-            if problem:
-                return Item(name, False, f"{label}: {problem}", weight)
-        return Item(name, True, "out and every gradient match F.linear in float64", weight)
-
-    return item
+    return next((f"{label}: {v.message()}" for v in verdicts if not v.ok), None)
 
 
 def _uses_function_item(run: _Run) -> Item:
@@ -179,10 +167,20 @@ def _uses_function_item(run: _Run) -> Item:
 
 #: What is checked, in order: each item fails with the first error of the step it needs.
 ITEMS: tuple[ItemOf[_Run], ...] = (
-    _parameters_item,
-    _init_item,
-    _values_item("forward and backward", bias=True, weight=1.0),
-    _values_item("bias=False", bias=False, weight=0.5),
+    _cases_item(
+        "parameters registered",
+        0.5,
+        "named_parameters() gives weight (out, in) and bias (out,)",
+        _parameters_problem,
+    ),
+    _cases_item(
+        "initialised like nn.Linear",
+        1.0,
+        "the same weight and bias as nn.Linear from the same torch.manual_seed",
+        _init_problem,
+    ),
+    _cases_item("forward and backward", 1.0, F_LINEAR, _linear_problem, "backward_error", bias=True),
+    _cases_item("bias=False", 0.5, F_LINEAR, _linear_problem, "backward_error", bias=False),
     _uses_function_item,
 )
 
