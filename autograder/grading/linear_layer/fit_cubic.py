@@ -14,13 +14,14 @@ from autograder.checks.linear_layer import (
     FIT_CASES,
     FIT_CUBIC,
     SHAPE_PROBLEMS,
+    FitCase,
     cubic_features,
     fit_data,
 )
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import REPORTED_LOSS, TRAINING
 from autograder.grading import grader, reference
-from autograder.grading.toolkit import ItemOf, Record, judge
+from autograder.grading.toolkit import ItemOf, judge
 from autograder.grading.training import IGNORED_X, fitted_the_notebooks_x
 
 
@@ -92,7 +93,7 @@ class _Run:
     fit, the loss of the learner's W and b recomputed here (None, with ``why``, where it cannot be), and
     whether the fit is the notebook's own points' rather than the x given."""
 
-    cases: dict[str, Record]
+    cases: dict[str, FitCase]
     data: dict[str, tuple[np.ndarray, np.ndarray]]
     best: dict[str, dict[str, np.ndarray]]
     losses: dict[str, float | None]
