@@ -51,7 +51,7 @@ def _explained(error: str, known: Sequence[tuple[str, str]]) -> str:
     return error
 
 
-def _layouts_problem(record: Record) -> str | None:
+def _layouts_problem(record: FunctionRecord) -> str | None:
     """The first difference a layout makes: an error, a changed upstream gradient, other values. It
     cannot pass unless backward ran on the same values in a contiguous tensor: then nothing was
     compared (and the feedback says so, without naming a layout mistake)."""
@@ -85,7 +85,9 @@ def _layouts_problem(record: Record) -> str | None:
     return None
 
 
-def _only_grads(record: Record, name: str, label: str, names: list[str], order: list[int] | None) -> Any:
+def _only_grads(
+    record: FunctionRecord, name: str, label: str, names: list[str], order: list[int] | None
+) -> Any:
     returned = record["outputs"][f"contract: only {name}"]
     grads, _ = backward_returns(returned, len(names), label, names)
     if order is not None:  # judged as the learner meant them: the order has its own diagnosis
@@ -93,7 +95,7 @@ def _only_grads(record: Record, name: str, label: str, names: list[str], order: 
     return grads
 
 
-def _needs_problem(record: Record, label: str, order: list[int] | None) -> str | None:
+def _needs_problem(record: FunctionRecord, label: str, order: list[int] | None) -> str | None:
     contract = record["outputs"]["contract"]
     names, alone = contract["names"], contract["differentiable"]
     computed: dict[str, set[str]] = {}  # argument alone requiring grad -> gradients returned
@@ -146,7 +148,7 @@ def needs_input_grad_diagnosis(computed: dict[str, set[str]], names: Sequence[st
     return None
 
 
-def _vmap_problem(record: Record) -> str | None:
+def _vmap_problem(record: FunctionRecord) -> str | None:
     for name in record["outputs"]["contract"]["names"]:
         step = f"contract: vmap {name}"
         if step not in record["errors"] and step not in record.get("blocked", {}):
@@ -212,19 +214,19 @@ _PASSED = {
 }
 
 
-def _same_inputs(record: Record, expected: dict[str, Any]) -> bool:
+def _same_inputs(record: FunctionRecord, expected: dict[str, Any]) -> bool:
     ran = record["outputs"]["contract"].get("inputs", {})
     return set(ran) == set(expected) and all(
         np.array_equal(np.asarray(ran[k]), np.asarray(v)) for k, v in expected.items()
     )
 
 
-def _forward_or(record: Record, problem: Any) -> str | None:
+def _forward_or(record: FunctionRecord, problem: Any) -> str | None:
     error = step_error(record, "forward")
     return f"not checked: {error}" if error else problem(record)
 
 
-def _ctx_problem(record: Record) -> str | None:
+def _ctx_problem(record: FunctionRecord) -> str | None:
     error = step_error(record, "contract: ctx apply", "contract: ctx")
     if error:
         return error

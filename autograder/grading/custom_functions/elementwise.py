@@ -18,6 +18,7 @@ from autograder.checks.custom_functions.elementwise import (
     MY_RELU,
     elementwise_inputs,
 )
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, report_for
 from autograder.grading.custom_functions.items import (
@@ -58,7 +59,7 @@ class Case:
     reference."""
 
     label: str
-    record: dict[str, Any]
+    record: FunctionRecord
     data: dict[str, Any]
     ref: dict[str, np.ndarray]
 
@@ -139,7 +140,7 @@ def _my_relu_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _exp_saved_item(record: dict[str, Any], data: dict[str, Any]) -> Item:
+def _exp_saved_item(record: FunctionRecord, data: dict[str, Any]) -> Item:
     """Exp must save its output (one tensor, equal to exp(x)) with save_for_backward, and use it."""
     name, weight = "saves its output", 1.0
     error = step_error(record, "forward", "direct")
