@@ -206,8 +206,27 @@ KINDS: dict[str, Elementwise] = {
         MY_RELU, lambda t, c: torch.relu(t), ("grad_x",), _my_relu_mistakes, _zero_at_zero_item
     ),
 }
-if set(KINDS) != set(ELEMENTWISE):
-    raise RuntimeError(f"elementwise kinds without a declaration: {sorted(set(ELEMENTWISE) ^ set(KINDS))}")
+
+
+def require_declarations(kinds: dict[str, Elementwise], declared: dict[str, Any]) -> None:
+    """Raise, naming the fix, unless every elementwise kind of ``declared`` (the collect side's
+    :data:`ELEMENTWISE`) has its entry in ``kinds`` and ``kinds`` has no other."""
+    missing, extra = sorted(set(declared) - set(kinds)), sorted(set(kinds) - set(declared))
+    if missing:
+        raise RuntimeError(
+            f"elementwise kinds without a declaration: {missing}: add an Elementwise(check, function, "
+            "gradient names, named mistakes, special-case item) for each to KINDS in "
+            "autograder/grading/custom_functions/elementwise.py"
+        )
+    if extra:
+        raise RuntimeError(
+            f"KINDS in autograder/grading/custom_functions/elementwise.py declares {extra}, which "
+            "ELEMENTWISE in autograder/checks/custom_functions/elementwise.py does not: add their label and "
+            "cases there, or remove them from KINDS"
+        )
+
+
+require_declarations(KINDS, ELEMENTWISE)
 
 
 def _forward_item(case: Case, mistakes: dict[str, Any]) -> Item:
