@@ -187,9 +187,42 @@ def _converged_item(run: _Run) -> Item:
     )
 
 
+def _shifted_unusable(run: _Run) -> str | None:
+    """Why the shifted curve's fit cannot be judged against the sine's, or None."""
+    if run.cases[SHIFTED]["error"]:
+        return run.cases[SHIFTED]["error"]
+    if run.losses[SHIFTED] is None:
+        return f"cannot evaluate your model: {run.why[SHIFTED]}."
+    main_loss, loss = run.losses[MAIN], run.losses[SHIFTED]
+    if main_loss is None or not np.isfinite(main_loss) or not np.isfinite(loss):
+        return "not checked, the fit on the sine did not give a finite loss."
+    return None
+
+
 def _shifted_curve_item(run: _Run) -> Item:
-    """The shifted curve is fitted as close to its best as the sine (0.5)."""
-    return _shifted_item(run.losses, run.best, run.why, run.cases[SHIFTED]["error"])
+    """The shifted curve is fitted as close to its best as the sine (0.5): relative to the sine's own
+    fit, so that a loop that has not converged loses points once, not twice."""
+    name, weight = "shifted curve", 0.5
+    unusable = _shifted_unusable(run)
+    if unusable:
+        return Item(name, False, f"on the {SHIFTED}: {unusable}", weight)
+    ratio_main = run.losses[MAIN] / float(run.best[MAIN]["loss"])
+    loss, optimum = run.losses[SHIFTED], float(run.best[SHIFTED]["loss"])
+    ratio = loss / optimum
+    said = f"on the {SHIFTED} the final loss is {loss:.5f}"
+    if ratio <= max(ratio_main, 1.0) * (1 + TRAINING.rtol):
+        return Item(name, True, f"{said}, as close to its best as on the sine", weight)
+    why = (
+        " Likely mistake: b is never updated (b -= lr * db), so the model cannot move the curve up."
+        if ratio_main <= 1 + TRAINING.rtol
+        else " A model whose bias learns fits both equally well: is b updated (b -= lr * db)?"
+    )
+    return Item(
+        name,
+        False,
+        f"{said}, {ratio:.2f} times the best {optimum:.5f} (on the sine: {ratio_main:.2f} times).{why}",
+        weight,
+    )
 
 
 #: What is checked, in order, with the weights each has when the main case raised (and all fail).
@@ -295,43 +328,3 @@ def _fit_advice(loss: float, constant: float, losses: Any, x: np.ndarray, y: np.
         f"lr = {NOTEBOOK_LR} and 1000 steps, right gradients converge: if you changed them, more steps or a "
         "larger lr; if you kept them, your gradients are too small (see the checks of Exercises 2 and 3)."
     )
-
-
-def _shifted_item(
-    losses: dict[str, float | None], best: dict[str, dict[str, np.ndarray]], why: dict, error: str | None
-) -> Item:
-    name, weight, main, shifted = "shifted curve", 0.5, MAIN, SHIFTED
-    if error:
-        return Item(name, False, f"on the {shifted}: {error}", weight)
-    if losses[shifted] is None:
-        return Item(name, False, f"on the {shifted}: cannot evaluate your model: {why[shifted]}.", weight)
-    main_loss, loss = losses[main], losses[shifted]
-    if main_loss is None or not np.isfinite(main_loss) or not np.isfinite(loss):
-        return Item(
-            name,
-            False,
-            f"on the {shifted}: not checked, the fit on the sine did not give a finite loss.",
-            weight,
-        )
-    # Relative to the sine's own fit, so that a loop that has not converged loses points once, not twice.
-    ratio_main = main_loss / float(best[main]["loss"])
-    optimum = float(best[shifted]["loss"])
-    ratio = loss / optimum
-    if ratio <= max(ratio_main, 1.0) * (1 + TRAINING.rtol):
-        return Item(
-            name,
-            True,
-            f"on the {shifted} the final loss is {loss:.5f}, as close to its best as on the sine",
-            weight,
-        )
-    message = (
-        f"on the {shifted} the final loss is {loss:.5f}, {ratio:.2f} times the best {optimum:.5f} "
-        f"(on the sine: {ratio_main:.2f} times)."
-    )
-    if ratio_main <= 1 + TRAINING.rtol:
-        message += (
-            " Likely mistake: b is never updated (b -= lr * db), so the model cannot move the curve up."
-        )
-    else:
-        message += " A model whose bias learns fits both equally well: is b updated (b -= lr * db)?"
-    return Item(name, False, message, weight)
