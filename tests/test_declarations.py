@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,32 @@ def test_the_points_the_texts_state_are_the_declared_points(assignment) -> None:
     assert float(row.group(1)) == sum(declared.values()), (
         f"README.md gives {assignment.name} {row.group(1)} points, its test cells {sum(declared.values())}"
     )
+
+
+def _import_grader_with_an_undeclared_kind(change: str) -> subprocess.CompletedProcess[str]:
+    """Import notebook 04's elementwise grader in a fresh interpreter after ``change`` edits the
+    collect side's ELEMENTWISE, as a contributor adding (or removing) an exercise would."""
+    program = (
+        "from autograder.checks.custom_functions.elementwise import ELEMENTWISE\n"
+        f"{change}\n"
+        "import autograder.grading.custom_functions.elementwise\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+
+
+def test_an_elementwise_kind_without_a_declaration_fails_at_import_naming_the_fix() -> None:
+    added = 'ELEMENTWISE["leaky_relu"] = {"label": "LeakyReLU", "cases": (("x (3, 4)", (3, 4), None),)}'
+    result = _import_grader_with_an_undeclared_kind(added)
+    assert result.returncode != 0, "a kind without a declaration was imported silently"
+    assert "RuntimeError: elementwise kinds without a declaration: ['leaky_relu']" in result.stderr
+    assert "add an Elementwise(" in result.stderr
+    assert "to KINDS in autograder/grading/custom_functions/elementwise.py" in result.stderr
+
+
+def test_a_declaration_without_an_elementwise_kind_fails_at_import_naming_the_fix() -> None:
+    result = _import_grader_with_an_undeclared_kind('del ELEMENTWISE["exp"]')
+    assert result.returncode != 0, "a declaration of a kind that does not exist was imported silently"
+    assert "KINDS in autograder/grading/custom_functions/elementwise.py declares ['exp']" in result.stderr
+    assert "add their label and cases there, or remove them from KINDS" in result.stderr

@@ -181,64 +181,80 @@ def _compare(
     mistakes: Mapping[str, Any],
     batch_size: int | None,
 ) -> Verdict:
+    """The first of :data:`PROBLEMS` that ``actual`` has, as its verdict; else the verdict that it is ok."""
     tol = _widened(tol, expected_arr.dtype)
     expected_arr = expected_arr.astype(np.float64)
-
     if actual is None:
         return Verdict(name, False, "missing", f"{name} is None: nothing was returned for it.")
     arr = as_array(actual)
     if arr is None:
-        type_name = getattr(actual, "type_name", None) or type(actual).__name__
-        return Verdict(
-            name,
-            False,
-            "type",
-            f"{name} is a {type_name}, expected an array of shape {fmt_shape(expected_arr.shape)}.",
-            likely=_type_hint(type_name),
-        )
-
+        return _type_verdict(name, actual, expected_arr)
     if arr.shape != expected_arr.shape:
-        likely = None
-        if arr.dtype.kind in "fiu":
-            likely = named_mistake(arr, mistakes, tol) or shape_diagnosis(arr, expected_arr, tol)
-        return Verdict(
-            name,
-            False,
-            "shape",
-            f"{name} has shape {fmt_shape(arr.shape)}, expected {fmt_shape(expected_arr.shape)}.",
-            likely=likely,
-        )
-
+        return _shape_verdict(name, arr, expected_arr, tol, mistakes)
     dtype_ok = arr.dtype.kind == "f" if dtype is None else arr.dtype == np.dtype(dtype)
     if not dtype_ok:
         wanted = np.dtype(dtype).name if dtype is not None else "a floating dtype"
-        return Verdict(
-            name,
-            False,
-            "dtype",
-            f"{name} has dtype {arr.dtype.name}, expected {wanted}.",
-            _dtype_hint(arr.dtype),
-        )
-
+        detail = f"{name} has dtype {arr.dtype.name}, expected {wanted}."
+        return Verdict(name, False, "dtype", detail, _dtype_hint(arr.dtype))
     tol = _widened(tol, arr.dtype)
     a = arr.astype(np.float64)
-    bad = ~np.isfinite(a) & np.isfinite(expected_arr)
-    if np.any(bad):
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
-        nan = np.isnan(a[bad])
-        kinds = "NaN" if np.all(nan) else "inf" if not np.any(nan) else "NaN or inf"
-        where = f" (first at {fmt_index(first)})" if a.ndim else ""
-        finite = "every expected value is" if np.all(np.isfinite(expected_arr)) else "the expected values are"
-        return Verdict(
-            name,
-            False,
-            "nonfinite",
-            f"{name} has {int(bad.sum())} {kinds} value(s) of {a.size}{where}, where {finite} finite.",
-            likely=named_mistake(a, mistakes, tol)
-            or "an overflow, e.g. exp of a large number, or 0/0: is the computation numerically stable?",
-            worst_index=first,
-        )
+    return _nonfinite_verdict(name, a, expected_arr, tol, mistakes) or _values_verdict(
+        name, a, arr.dtype, expected_arr, tol, mistakes, batch_size
+    )
 
+
+def _type_verdict(name: str, actual: Any, expected_arr: np.ndarray) -> Verdict:
+    """A value that is not array-like at all (a list of arrays, a string, an object...)."""
+    type_name = getattr(actual, "type_name", None) or type(actual).__name__
+    detail = f"{name} is a {type_name}, expected an array of shape {fmt_shape(expected_arr.shape)}."
+    return Verdict(name, False, "type", detail, likely=_type_hint(type_name))
+
+
+def _shape_verdict(
+    name: str, arr: np.ndarray, expected_arr: np.ndarray, tol: Tolerance, mistakes: Mapping[str, Any]
+) -> Verdict:
+    """An array of another shape: a named mistake of that shape, else what the shapes say (numbers only)."""
+    likely = None
+    if arr.dtype.kind in "fiu":
+        likely = named_mistake(arr, mistakes, tol) or shape_diagnosis(arr, expected_arr, tol)
+    detail = f"{name} has shape {fmt_shape(arr.shape)}, expected {fmt_shape(expected_arr.shape)}."
+    return Verdict(name, False, "shape", detail, likely=likely)
+
+
+def _nonfinite_verdict(
+    name: str, a: np.ndarray, expected_arr: np.ndarray, tol: Tolerance, mistakes: Mapping[str, Any]
+) -> Verdict | None:
+    """NaN or inf where the expected value is finite (the first one located), or None when there is none."""
+    bad = ~np.isfinite(a) & np.isfinite(expected_arr)
+    if not np.any(bad):
+        return None
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    nan = np.isnan(a[bad])
+    kinds = "NaN" if np.all(nan) else "inf" if not np.any(nan) else "NaN or inf"
+    where = f" (first at {fmt_index(first)})" if a.ndim else ""
+    finite = "every expected value is" if np.all(np.isfinite(expected_arr)) else "the expected values are"
+    return Verdict(
+        name,
+        False,
+        "nonfinite",
+        f"{name} has {int(bad.sum())} {kinds} value(s) of {a.size}{where}, where {finite} finite.",
+        likely=named_mistake(a, mistakes, tol)
+        or "an overflow, e.g. exp of a large number, or 0/0: is the computation numerically stable?",
+        worst_index=first,
+    )
+
+
+def _values_verdict(
+    name: str,
+    a: np.ndarray,
+    dtype: np.dtype,
+    expected_arr: np.ndarray,
+    tol: Tolerance,
+    mistakes: Mapping[str, Any],
+    batch_size: int | None,
+) -> Verdict:
+    """Values close to the expected ones (ok), else the worst element beyond the tolerance and the likely
+    mistake: a named one first, then what the values' pattern says (:func:`value_diagnosis`)."""
     # Equal values (inf included) and NaN where NaN is expected have no error; inf - inf would be NaN.
     same = (a == expected_arr) | (np.isnan(a) & np.isnan(expected_arr))
     abs_err = np.where(same, 0.0, np.abs(a - expected_arr))
@@ -246,12 +262,9 @@ def _compare(
     max_abs = float(np.max(abs_err)) if a.size else 0.0
     max_rel = float(np.max(rel)) if a.size else 0.0
     close = same | np.isclose(a, expected_arr, rtol=tol.rtol, atol=tol.atol)
-    shape_text = f"shape {fmt_shape(a.shape)} {arr.dtype.name}"
     if np.all(close):
-        return Verdict(
-            name, True, None, f"{name}: {shape_text}, max abs error {max_abs:.1e}.", None, max_abs, max_rel
-        )
-
+        detail = f"{name}: shape {fmt_shape(a.shape)} {dtype.name}, max abs error {max_abs:.1e}."
+        return Verdict(name, True, None, detail, None, max_abs, max_rel)
     excess = np.where(close, -np.inf, np.nan_to_num(abs_err - tol.rtol * np.abs(expected_arr), nan=np.inf))
     worst_t = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), a.shape)) if a.ndim else ()
     at = f" at {fmt_index(worst_t)}" if a.ndim else ""

@@ -35,8 +35,6 @@ import torch
 from autograder.checks.calling import Call, call
 from autograder.checks.core import NotAnArray, freeze
 
-Record = dict[str, Any]
-
 #: One argument of ``apply``: (name, value, requires_grad). A numpy value becomes a fresh float64
 #: tensor (int64 for integer arrays); anything else (a Python number, None) is passed as it is.
 Arg = tuple[str, Any, bool]
@@ -119,7 +117,20 @@ def label_of(fn_cls: Any, default: str) -> str:
     return str(getattr(fn_cls, "__name__", default))
 
 
-def new_record() -> Record:
+class FunctionRecord(TypedDict):
+    """The evidence of one case of a Function, as :class:`FunctionRun` writes it (see the module's
+    docstring): what each step produced, by name; each step's error (None when it ran); the steps not
+    run, each with the prerequisite that failed; the distinct warnings; and each watched tensor as it
+    was right after the step that used it, keyed ``"<step>: <tensor>"``."""
+
+    outputs: dict[str, Any]
+    errors: dict[str, str | None]
+    blocked: dict[str, str]
+    notes: list[str]
+    inputs_after: dict[str, Any]
+
+
+def new_record() -> FunctionRecord:
     """An empty case record (see the module's docstring)."""
     return {"outputs": {}, "errors": {}, "blocked": {}, "notes": [], "inputs_after": {}}
 
@@ -363,7 +374,7 @@ def run_function(
     label: str,
     stages: Sequence[str] = ("direct", "autograd"),
     then: Callable[[FunctionRun], None] | None = None,
-) -> Record:
+) -> FunctionRecord:
     """Run a learner's Function on the arguments ``spec`` in the given stages; return the record.
 
     Steps: ``forward`` (apply; ``outputs["out"]``), then per stage, each on fresh leaf tensors so

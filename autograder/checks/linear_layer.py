@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -234,9 +234,19 @@ def _losses_as_array(losses: Any) -> np.ndarray:
     return np.array([float(v) for v in losses], dtype=np.float64)
 
 
+class FitCase(TypedDict):
+    """The evidence of one call of ``fit_cubic``: what it returned (``outputs``: ``W``, ``b`` frozen and
+    ``losses`` as float64, empty when it raised or returned something else than three values), its
+    error (None when it returned them) and the warnings it printed."""
+
+    outputs: dict[str, Any]
+    error: str | None
+    notes: list[str]
+
+
 def collect_fit_cubic(fit_cubic: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``fit_cubic(x, y)`` with its own defaults on each data set; record W, b, losses."""
-    cases = {}
+    cases: dict[str, FitCase] = {}
     for label, (x, y) in fit_data(seed).items():
         outcome = call(fit_cubic, x.copy(), y.copy(), name="fit_cubic")
         values, error = unpack(outcome, ["W", "b", "losses"], "fit_cubic")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import permutations
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from autograder.checks.compare import compare
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item
-from autograder.grading.toolkit import Record, backward_returns, step_error
+from autograder.grading.toolkit import ItemOf, Record, backward_returns, step_error, tensors_unchanged_item
 
 #: Errors of a backward on an upstream gradient of an unusual layout, and the mistake each names.
 LAYOUT_MISTAKES = (
@@ -50,7 +51,7 @@ def _explained(error: str, known: Sequence[tuple[str, str]]) -> str:
     return error
 
 
-def _layouts_problem(record: Record) -> str | None:
+def _layouts_problem(record: FunctionRecord) -> str | None:
     """The first difference a layout makes: an error, a changed upstream gradient, other values. It
     cannot pass unless backward ran on the same values in a contiguous tensor: then nothing was
     compared (and the feedback says so, without naming a layout mistake)."""
@@ -84,7 +85,9 @@ def _layouts_problem(record: Record) -> str | None:
     return None
 
 
-def _only_grads(record: Record, name: str, label: str, names: list[str], order: list[int] | None) -> Any:
+def _only_grads(
+    record: FunctionRecord, name: str, label: str, names: list[str], order: list[int] | None
+) -> Any:
     returned = record["outputs"][f"contract: only {name}"]
     grads, _ = backward_returns(returned, len(names), label, names)
     if order is not None:  # judged as the learner meant them: the order has its own diagnosis
@@ -92,7 +95,7 @@ def _only_grads(record: Record, name: str, label: str, names: list[str], order: 
     return grads
 
 
-def _needs_problem(record: Record, label: str, order: list[int] | None) -> str | None:
+def _needs_problem(record: FunctionRecord, label: str, order: list[int] | None) -> str | None:
     contract = record["outputs"]["contract"]
     names, alone = contract["names"], contract["differentiable"]
     computed: dict[str, set[str]] = {}  # argument alone requiring grad -> gradients returned
@@ -145,7 +148,7 @@ def needs_input_grad_diagnosis(computed: dict[str, set[str]], names: Sequence[st
     return None
 
 
-def _vmap_problem(record: Record) -> str | None:
+def _vmap_problem(record: FunctionRecord) -> str | None:
     for name in record["outputs"]["contract"]["names"]:
         step = f"contract: vmap {name}"
         if step not in record["errors"] and step not in record.get("blocked", {}):
@@ -211,19 +214,19 @@ _PASSED = {
 }
 
 
-def _same_inputs(record: Record, expected: dict[str, Any]) -> bool:
+def _same_inputs(record: FunctionRecord, expected: dict[str, Any]) -> bool:
     ran = record["outputs"]["contract"].get("inputs", {})
     return set(ran) == set(expected) and all(
         np.array_equal(np.asarray(ran[k]), np.asarray(v)) for k, v in expected.items()
     )
 
 
-def _forward_or(record: Record, problem: Any) -> str | None:
+def _forward_or(record: FunctionRecord, problem: Any) -> str | None:
     error = step_error(record, "forward")
     return f"not checked: {error}" if error else problem(record)
 
 
-def _ctx_problem(record: Record) -> str | None:
+def _ctx_problem(record: FunctionRecord) -> str | None:
     error = step_error(record, "contract: ctx apply", "contract: ctx")
     if error:
         return error
@@ -265,3 +268,32 @@ def wrong_order_message(order: list[int], names: Sequence[str], label: str) -> s
         f"Likely mistake: {label}.backward returns the gradients in the wrong order ({returned}); "
         f"return them in the order of forward's inputs: {wanted}"
     )
+
+
+class FunctionCases(Protocol):
+    """What :func:`unchanged_item` and :func:`contract_of` read of a Function grader's run."""
+
+    @property
+    def cases(self) -> dict[str, FunctionRecord]:
+        """The recorded cases, by label."""
+        ...
+
+    @property
+    def originals(self) -> dict[str, dict[str, Any]]:
+        """Each case's tensors as they were given (the upstream gradient as ``grad_output``), by label."""
+        ...
+
+
+def unchanged_item(run: FunctionCases) -> Item:
+    """No input and no upstream gradient changed in place, in any case (0.5)."""
+    return tensors_unchanged_item(run.cases, run.originals)
+
+
+def contract_of(function: str, *labels: str) -> ItemOf[FunctionCases]:
+    """The Function contract's items, on the cases ``labels`` (every case when none is named)."""
+
+    def items(run: FunctionCases) -> list[Item]:
+        ran = {label: run.originals[label] for label in labels or run.cases}
+        return contract_items(run.cases, function, ran)
+
+    return items

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from autograder.checks.compare import Verdict
+from autograder.checks.core import Check
 from autograder.checks.report import Item, Report
+from autograder.grading import report_for
 
 Record = dict[str, Any]
+
+Run = TypeVar("Run")
+
+#: One entry of a grader's declared list: what it judges of the grader's run (its evidence, inputs and
+#: references, read once), as one item or, for a family of items judged alike, several.
+ItemOf = Callable[[Run], Item | Sequence[Item]]
+
+
+def judge(check: Check, items: Sequence[ItemOf[Run]], run: Run, records: Iterable[Record]) -> Report:
+    """The check's report: each declared item judged on ``run``, in the order declared, then the distinct
+    notes of ``records``. A grader is this call on its list of items: the list is what is checked."""
+    report = report_for(check)
+    for item_of in items:
+        judged = item_of(run)
+        for item in [judged] if isinstance(judged, Item) else judged:
+            report.add(item)
+    add_notes(report, records)
+    return report
 
 
 def error_or_verdicts(name: str, error: str | None, verdicts: list[Verdict], weight: float = 1.0) -> Item:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import torch
@@ -36,7 +36,28 @@ def module_inputs(seed: int) -> dict[str, dict[str, Any]]:
     return cases
 
 
-def _module_forward(record: dict[str, Any], module: Any, x: np.ndarray) -> Any:
+class ModuleCase(TypedDict):
+    """The evidence of one case of linear_module: three steps, each with its own error (None when it ran;
+    a later step's is "not checked: ..." when an earlier one failed), and what each step recorded."""
+
+    error: str | None
+    """Making the module and reading its parameters."""
+    forward_error: str | None
+    backward_error: str | None
+    notes: list[str]
+    names: NotRequired[list[str]]
+    """What ``named_parameters()`` named, once the module was made."""
+    params: NotRequired[dict[str, Any]]
+    """The parameters as made (float32), by name."""
+    out: NotRequired[Any]
+    """The float64 forward's output, and the class name of its ``grad_fn`` (``"None"`` when none)."""
+    grad_fn: NotRequired[str]
+    params64: NotRequired[dict[str, Any]]
+    """After backward: the float64 parameters, and ``x``'s and each parameter's ``.grad``."""
+    grads: NotRequired[dict[str, Any]]
+
+
+def _module_forward(record: ModuleCase, module: Any, x: np.ndarray) -> Any:
     """Convert the module to float64 and run forward; record the output and its grad_fn's name."""
     module.double()
     xt = torch.tensor(x, requires_grad=True)
@@ -48,7 +69,7 @@ def _module_forward(record: dict[str, Any], module: Any, x: np.ndarray) -> Any:
     return xt, out
 
 
-def _module_backward(record: dict[str, Any], module: Any, xt: Any, out: Any, grad_output: np.ndarray) -> None:
+def _module_backward(record: ModuleCase, module: Any, xt: Any, out: Any, grad_output: np.ndarray) -> None:
     """Run backward and record the float64 parameters and every gradient as plain data."""
     out.backward(torch.tensor(grad_output))
     record["params64"] = {n: freeze(p) for n, p in module.named_parameters()}
@@ -70,8 +91,13 @@ def collect_linear_module(Linear: Any, *, seed: int = 0) -> Evidence:
                 made = call(Linear, data["in"], data["out"], name="Linear")
             else:
                 made = call(Linear, data["in"], data["out"], bias=False, name="Linear")
-        record: dict[str, Any] = {"error": made.error, "notes": list(made.notes)}
-        record["forward_error"] = record["backward_error"] = "not checked: Linear could not be made"
+        unmade = "not checked: Linear could not be made"
+        record: ModuleCase = {
+            "error": made.error,
+            "forward_error": unmade,
+            "backward_error": unmade,
+            "notes": list(made.notes),
+        }
         if made.ok:
             module = made.result
             named = call(

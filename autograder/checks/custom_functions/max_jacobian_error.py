@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -12,11 +12,20 @@ from autograder.checks.core import Check, Evidence, freeze, register, run_check
 from autograder.checks.jacobian_layers import DTYPES, PLANTED, jacobian_inputs, planted_layer, tanh_linear
 
 
+class JacobianCase(TypedDict):
+    """The evidence of one call of ``max_jacobian_error``: its error (None when it returned), the
+    warnings it printed, and what it returned, frozen (None when it raised)."""
+
+    error: str | None
+    notes: list[str]
+    value: Any
+
+
 def collect_max_jacobian_error(max_jacobian_error: Any, *, seed: int = 0) -> Evidence:
     """Call the learner's ``max_jacobian_error(fn, inputs)`` with float64 and float32 inputs, on
     :func:`tanh_linear` and on the same layer with the seed's planted error."""
     arrays = jacobian_inputs(seed)
-    cases = {}
+    cases: dict[str, JacobianCase] = {}
     for label, dtype in DTYPES.items():
         for case, fn in ((label, tanh_linear), (PLANTED[label], planted_layer(seed, label))):
             tensors = tuple(torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays.values())

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -53,9 +53,23 @@ def _counting(cls: Any, counts: dict[str, int]) -> Any:
         return cls
 
 
+class SpiralRun(TypedDict):
+    """The evidence of one call of ``train_spiral`` (with the learner's Linear, or with nn.Linear): its
+    error (None when it returned) and warnings, the losses it returned (None when it raised), how many
+    layers it made of the class it was given and how many forward passes it ran through them, and how
+    long it took."""
+
+    error: str | None
+    notes: list[str]
+    losses: Any
+    made: int
+    forward: int
+    seconds: float
+
+
 def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Evidence:
     """Call ``train_spiral`` with the learner's ``Linear`` and with ``nn.Linear``; record the losses."""
-    runs = {}
+    runs: dict[str, SpiralRun] = {}
     for label, cls in (("your Linear", Linear), ("nn.Linear", nn.Linear)):
         counts = {"made": 0, "forward": 0}
         start = time.perf_counter()

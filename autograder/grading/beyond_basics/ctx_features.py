@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,11 +11,151 @@ import numpy as np
 from autograder.checks.beyond_basics.ctx_features import CTX_FEATURES, ctx_inputs
 from autograder.checks.compare import compare
 from autograder.checks.core import Evidence
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
-from autograder.grading import grader, reference, report_for
+from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import Record, recorded, verdict_item
 from autograder.grading.hard_inputs import ties_item
-from autograder.grading.toolkit import add_notes, backward_returns, step_error, tensors_unchanged_item
+from autograder.grading.toolkit import ItemOf, backward_returns, judge, step_error, tensors_unchanged_item
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every item reads: the record of each Function, the inputs remade from the seed, the references."""
+
+    mx: FunctionRecord
+    rl: FunctionRecord
+    sc: FunctionRecord
+    data: dict[str, np.ndarray]
+    ref: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> _Run:
+        data, cases = ctx_inputs(evidence["seed"]), evidence["cases"]
+        return cls(cases["max"], cases["relu"], cases["square_cube"], data, reference.ctx_features(data))
+
+
+def _max_values_item(run: _Run) -> Item:
+    """MaxWithIndex's values and int64 indices (0.5)."""
+    out, ref = run.mx["outputs"], run.ref
+    return verdict_item(
+        "MaxWithIndex: values and indices",
+        run.mx,
+        ("forward",),
+        lambda: [
+            compare("values", out.get("values"), ref["values"]),
+            compare("indices", out.get("indices"), ref["indices"], dtype=np.int64),
+        ],
+        0.5,
+    )
+
+
+def _max_marked_item(run: _Run) -> Item:
+    """The indices marked non-differentiable, the values not (0.5)."""
+    passed = "the indices are marked non-differentiable (requires_grad False), the values require grad"
+    name = "MaxWithIndex: indices not differentiable"
+    return _property_item(name, run.mx, ("forward",), _non_differentiable_problem, passed)
+
+
+def _max_gradient_item(run: _Run) -> Item:
+    """The gradient of the scores through autograd and from backward called directly (0.5)."""
+    mx, ds = run.mx, run.ref["ds"]
+    direct = "grad of scores from a direct backward call"
+    return verdict_item(
+        "MaxWithIndex: gradient",
+        mx,
+        ("forward", "autograd", "direct"),
+        lambda: [
+            compare("grad of scores", recorded(mx, "autograd", "ds"), ds),
+            compare(direct, _first(mx["outputs"]["direct"]), ds),
+        ],
+        0.5,
+    )
+
+
+def _max_ties_item(run: _Run) -> Item:
+    """Rows with a tie at their maximum (0.5)."""
+    return ties_item(run.mx, run.data["ties"], run.data["gv"])
+
+
+def _relu_dirty_item(run: _Run) -> Item:
+    """InplaceReLU returns its input object, modified in place (0.5)."""
+    passed = "returns its input, modified in place (version counter bumped)"
+    return _property_item("InplaceReLU: in place, marked dirty", run.rl, ("forward",), _dirty_problem, passed)
+
+
+def _relu_values_item(run: _Run) -> Item:
+    """InplaceReLU's output, its input after the call and the input's gradient (0.5)."""
+    rl, out, ref = run.rl, run.rl["outputs"], run.ref
+    return verdict_item(
+        "InplaceReLU: values and gradient",
+        rl,
+        ("forward", "autograd"),
+        lambda: [
+            compare("out", out.get("out"), ref["relu"]),
+            compare("the input after the call", out.get("h_after"), ref["relu"]),
+            compare("grad of the input", recorded(rl, "autograd", "da"), ref["da"]),
+        ],
+        0.5,
+    )
+
+
+#: SquareAndCube's recorded values, each with its title in feedback.
+SQUARE_CUBE_VALUES = {
+    "sq": "square",
+    "cu": "cube",
+    "d_both": "grad, both outputs used",
+    "d_sq": "grad, only the square used",
+    "d_cu": "grad, only the cube used",
+}
+
+
+def _square_cube_values_item(run: _Run) -> Item:
+    """SquareAndCube's outputs, and its gradients when one or both outputs are used (0.5)."""
+    out, ref = run.sc["outputs"], run.ref
+    return verdict_item(
+        "SquareAndCube: outputs and gradients",
+        run.sc,
+        ("forward", "autograd"),
+        lambda: [compare(title, out.get(key), ref[key]) for key, title in SQUARE_CUBE_VALUES.items()],
+        0.5,
+    )
+
+
+def _square_cube_direct_item(run: _Run) -> Item:
+    """SquareAndCube's backward called directly with a None gradient for either output (0.5)."""
+    out, ref = run.sc["outputs"], run.ref
+    return verdict_item(
+        "SquareAndCube: backward with None",
+        run.sc,
+        ("forward", "direct_sq", "direct_cu"),
+        lambda: [
+            compare("backward(ctx, g2, None)", _first(out["direct_sq"]), ref["d_sq"]),
+            compare("backward(ctx, None, g3)", _first(out["direct_cu"]), ref["d_cu"]),
+        ],
+        0.5,
+    )
+
+
+def _square_cube_none_item(run: _Run) -> Item:
+    """Backward receives None, not zeros, for the unused output (0.5: set_materialize_grads(False))."""
+    passed = "with only the square used, backward received None for the cube's gradient, not zeros"
+    name = "SquareAndCube: None for an unused output"
+    return _property_item(name, run.sc, ("forward", "autograd"), _materialize_problem, passed)
+
+
+#: What is checked, in order: three lessons, each by its effect.
+ITEMS: tuple[ItemOf[_Run], ...] = (
+    _max_values_item,
+    _max_marked_item,
+    _max_gradient_item,
+    _max_ties_item,
+    _relu_dirty_item,
+    _relu_values_item,
+    _square_cube_values_item,
+    _square_cube_direct_item,
+    _square_cube_none_item,
+)
 
 
 @grader(CTX_FEATURES)
@@ -24,118 +165,13 @@ def grade_ctx_features(evidence: Evidence) -> Report:
     InplaceReLU returns its input object, modified (0.5), with the right values and gradient (0.5);
     SquareAndCube outputs and gradients when one or both outputs are used (0.5), its backward called
     directly with a None gradient (0.5), and backward receiving None, not zeros, for the unused
-    output (0.5: only ``set_materialize_grads(False)`` does that)."""
-    report = report_for(CTX_FEATURES)
-    data = ctx_inputs(evidence["seed"])
-    cases = evidence["cases"]
-    mx, rl, sc = cases["max"], cases["relu"], cases["square_cube"]
-    ref = reference.ctx_features(data)
-
-    mo = mx["outputs"]
-    report.add(
-        verdict_item(
-            "MaxWithIndex: values and indices",
-            mx,
-            ("forward",),
-            lambda: [
-                compare("values", mo.get("values"), ref["values"]),
-                compare("indices", mo.get("indices"), ref["indices"], dtype=np.int64),
-            ],
-            0.5,
-        )
-    )
-    report.add(
-        _property_item(
-            "MaxWithIndex: indices not differentiable",
-            mx,
-            ("forward",),
-            _non_differentiable_problem,
-            "the indices are marked non-differentiable (requires_grad False), the values require grad",
-        )
-    )
-    report.add(
-        verdict_item(
-            "MaxWithIndex: gradient",
-            mx,
-            ("forward", "autograd", "direct"),
-            lambda: [
-                compare("grad of scores", recorded(mx, "autograd", "ds"), ref["ds"]),
-                compare(
-                    "grad of scores from a direct backward call",
-                    _first(mx["outputs"]["direct"]),
-                    ref["ds"],
-                ),
-            ],
-            0.5,
-        )
-    )
-
-    report.add(ties_item(mx, data["ties"], data["gv"]))
-
-    ro = rl["outputs"]
-    report.add(
-        _property_item(
-            "InplaceReLU: in place, marked dirty",
-            rl,
-            ("forward",),
-            _dirty_problem,
-            "returns its input, modified in place (version counter bumped)",
-        )
-    )
-    report.add(
-        verdict_item(
-            "InplaceReLU: values and gradient",
-            rl,
-            ("forward", "autograd"),
-            lambda: [
-                compare("out", ro.get("out"), ref["relu"]),
-                compare("the input after the call", ro.get("h_after"), ref["relu"]),
-                compare("grad of the input", recorded(rl, "autograd", "da"), ref["da"]),
-            ],
-            0.5,
-        )
-    )
-
-    so = sc["outputs"]
-    report.add(
-        verdict_item(
-            "SquareAndCube: outputs and gradients",
-            sc,
-            ("forward", "autograd"),
-            lambda: [
-                compare("square", so.get("sq"), ref["sq"]),
-                compare("cube", so.get("cu"), ref["cu"]),
-                compare("grad, both outputs used", so.get("d_both"), ref["d_both"]),
-                compare("grad, only the square used", so.get("d_sq"), ref["d_sq"]),
-                compare("grad, only the cube used", so.get("d_cu"), ref["d_cu"]),
-            ],
-            0.5,
-        )
-    )
-    report.add(
-        verdict_item(
-            "SquareAndCube: backward with None",
-            sc,
-            ("forward", "direct_sq", "direct_cu"),
-            lambda: [
-                compare("backward(ctx, g2, None)", _first(so["direct_sq"]), ref["d_sq"]),
-                compare("backward(ctx, None, g3)", _first(so["direct_cu"]), ref["d_cu"]),
-            ],
-            0.5,
-        )
-    )
-    report.add(
-        _property_item(
-            "SquareAndCube: None for an unused output",
-            sc,
-            ("forward", "autograd"),
-            _materialize_problem,
-            "with only the square used, backward received None for the cube's gradient, not zeros",
-        )
-    )
-    add_notes(report, (mx, rl, sc))
+    output (0.5: only ``set_materialize_grads(False)`` does that). An input changed in place where
+    only InplaceReLU should is a note."""
+    run = _Run.of(evidence)
+    report = judge(CTX_FEATURES, ITEMS, run, (run.mx, run.rl, run.sc))
     changed = tensors_unchanged_item(
-        {"max": mx, "square_cube": sc}, {"max": {"s": data["s"]}, "square_cube": {"z": data["z"]}}
+        {"max": run.mx, "square_cube": run.sc},
+        {"max": {"s": run.data["s"]}, "square_cube": {"z": run.data["z"]}},
     )
     if not changed.passed and not changed.message.startswith("not checked"):
         report.notes.append(

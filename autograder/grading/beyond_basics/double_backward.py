@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -9,97 +10,93 @@ import numpy as np
 from autograder.checks.beyond_basics.double_backward import DOUBLE_BACKWARD, DOUBLE_SHAPE, double_inputs
 from autograder.checks.compare import compare
 from autograder.checks.core import Evidence
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
-from autograder.grading import grader, reference, report_for
-from autograder.grading.beyond_basics.items import Record, exact_shapes_item, recorded, verdict_item
-from autograder.grading.function_contract import contract_items
-from autograder.grading.toolkit import add_notes, step_error, tensors_unchanged_item
+from autograder.grading import grader, reference
+from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
+from autograder.grading.function_contract import contract_of, unchanged_item
+from autograder.grading.toolkit import ItemOf, judge, step_error
+
+#: The mistakes that leave the second derivative through x, and through grad_output, zero.
+DETACHED = "the saved x was detached (or backward ran under no_grad): dx does not depend on x"
+NOT_DIFFERENTIABLE = "backward does not use grad_output with differentiable operations"
 
 #: What torch says when a once_differentiable backward is differentiated.
 ONCE_DIFFERENTIABLE_MESSAGE = "marked with @once_differentiable"
 
 
-@grader(DOUBLE_BACKWARD)
-def grade_double_backward(evidence: Evidence) -> Report:
-    """Grade: Cube's output and gradient (0.5), the exact shape of a direct backward call (0.5),
-    the second derivative through x (1) and through grad_output (0.5); NumpyCube's output and
-    gradient (1); differentiating NumpyCube twice raises torch's once_differentiable error (0.5: the
-    stub carries the decorator, the item catches a learner who removes it or bypasses it);
-    inputs unchanged (0.5)."""
-    report = report_for(DOUBLE_BACKWARD)
-    data = double_inputs(evidence["seed"])
-    cube, npc = evidence["cases"]["Cube"], evidence["cases"]["NumpyCube"]
-    ref = reference.cube_second_derivatives(data["x"], data["g"], data["v"])
-    x, g, v = data["x"], data["g"], data["v"]
-    co = cube["outputs"]
-    report.add(
-        verdict_item(
-            "Cube: y and dx",
-            cube,
+@dataclass(frozen=True)
+class _Run:
+    """What every item reads: the records (``Cube``, ``NumpyCube``), the inputs remade from the seed
+    and the references."""
+
+    cases: dict[str, FunctionRecord]
+    data: dict[str, np.ndarray]
+    ref: dict[str, np.ndarray]
+
+    @property
+    def cube(self) -> FunctionRecord:
+        return self.cases["Cube"]
+
+    @property
+    def npc(self) -> FunctionRecord:
+        return self.cases["NumpyCube"]
+
+    @property
+    def second(self) -> FunctionRecord:
+        """Cube's record with the second derivative's error explained (:func:`_second_hint`)."""
+        errors = {**self.cube["errors"], "second": _second_hint(step_error(self.cube, "second"))}
+        return {**self.cube, "errors": errors}
+
+    @property
+    def originals(self) -> dict[str, dict[str, np.ndarray]]:
+        ran = {"x": self.data["x"], "grad_output": self.data["g"]}
+        return {"Cube": ran, "NumpyCube": ran}
+
+
+def _y_and_dx_item(name: str, label: str, weight: float, named: bool) -> ItemOf[_Run]:
+    """One Function's output and gradient; with ``named``, a gradient that ignores grad_output is named."""
+
+    def item(run: _Run) -> Item:
+        record, ref, x = run.cases[label], run.ref, run.data["x"]
+        ignored = {"grad_output is ignored": 3 * x**2} if named else None
+        return verdict_item(
+            name,
+            record,
             ("forward", "autograd"),
             lambda: [
-                compare("y", co.get("y"), ref["y"]),
-                compare(
-                    "dx",
-                    recorded(cube, "autograd", "dx"),
-                    ref["dx"],
-                    mistakes={"grad_output is ignored": 3 * x**2},
-                ),
+                compare("y", record["outputs"].get("y"), ref["y"]),
+                compare("dx", recorded(record, "autograd", "dx"), ref["dx"], mistakes=ignored),
             ],
-            0.5,
+            weight,
         )
-    )
-    report.add(exact_shapes_item("Cube: direct backward", cube, {"dx": DOUBLE_SHAPE}, 0.5))
-    second = {**cube, "errors": {**cube["errors"], "second": _second_hint(step_error(cube, "second"))}}
-    hx_mistakes = {
-        "the saved x was detached (or backward ran under no_grad): dx does not depend on x": np.zeros_like(x)
-    }
-    report.add(
-        verdict_item(
-            "second derivative through x",
-            second,
+
+    return item
+
+
+def _cube_direct_item(run: _Run) -> Item:
+    """The exact shape of Cube's backward called directly (0.5)."""
+    return exact_shapes_item("Cube: direct backward", run.cube, {"dx": DOUBLE_SHAPE}, 0.5)
+
+
+def _second_item(name: str, wrt: str, key: str, unused: str, weight: float) -> ItemOf[_Run]:
+    """The second derivative of <dx, v> through the input ``wrt`` (``x`` or ``g``, the upstream gradient),
+    recorded as ``key``; ``unused`` names the mistake that leaves it zero (None from autograd.grad)."""
+
+    def item(run: _Run) -> Item:
+        like = run.data[wrt]
+        got = _zero_if_none(run.cube["outputs"].get(key), like)
+        title = f"d<dx, v>/d{'x' if wrt == 'x' else 'grad_output'}"
+        mistakes = {unused: np.zeros_like(like)}
+        return verdict_item(
+            name,
+            run.second,
             ("second",),
-            lambda: [compare("d<dx, v>/dx", _zero_if_none(co.get("hx"), x), ref["hx"], mistakes=hx_mistakes)],
-            1.0,
+            lambda: [compare(title, got, run.ref[key], mistakes=mistakes)],
+            weight,
         )
-    )
-    report.add(
-        verdict_item(
-            "second derivative through grad_output",
-            second,
-            ("second",),
-            lambda: [
-                compare(
-                    "d<dx, v>/dgrad_output",
-                    _zero_if_none(co.get("hg"), g),
-                    ref["hg"],
-                    mistakes={
-                        "backward does not use grad_output with differentiable operations": np.zeros_like(g)
-                    },
-                )
-            ],
-            0.5,
-        )
-    )
-    report.add(
-        verdict_item(
-            "NumpyCube: y and dx",
-            npc,
-            ("forward", "autograd"),
-            lambda: [
-                compare("y", npc["outputs"].get("y"), ref["y"]),
-                compare("dx", recorded(npc, "autograd", "dx"), ref["dx"]),
-            ],
-            1.0,
-        )
-    )
-    report.add(_once_differentiable_item(npc, v))
-    ran = {"x": x, "grad_output": g}
-    report.add(tensors_unchanged_item(evidence["cases"], {"Cube": ran, "NumpyCube": ran}))
-    for item in contract_items(evidence["cases"], "Cube", {"Cube": ran, "NumpyCube": ran}):
-        report.add(item)
-    add_notes(report, evidence["cases"].values())
-    return report
+
+    return item
 
 
 def _second_hint(error: str | None) -> str | None:
@@ -117,7 +114,9 @@ def _zero_if_none(value: Any, like: np.ndarray) -> Any:
     return np.zeros_like(like) if value is None else value
 
 
-def _once_differentiable_item(record: Record, v: np.ndarray) -> Item:
+def _once_differentiable_item(run: _Run) -> Item:
+    """Differentiating NumpyCube's gradient raises torch's once_differentiable error (0.5)."""
+    record = run.npc
     name, weight = "NumpyCube raises when differentiated twice", 0.5
     error = step_error(record, "twice")
     if error:
@@ -140,3 +139,28 @@ def _once_differentiable_item(record: Record, v: np.ndarray) -> Item:
         "decorated with @once_differentiable: without it, the numpy backward silently cuts the graph.",
         weight,
     )
+
+
+#: What is checked, in order.
+ITEMS: tuple[ItemOf[_Run], ...] = (
+    _y_and_dx_item("Cube: y and dx", "Cube", 0.5, named=True),
+    _cube_direct_item,
+    _second_item("second derivative through x", "x", "hx", DETACHED, 1.0),
+    _second_item("second derivative through grad_output", "g", "hg", NOT_DIFFERENTIABLE, 0.5),
+    _y_and_dx_item("NumpyCube: y and dx", "NumpyCube", 1.0, named=False),
+    _once_differentiable_item,
+    unchanged_item,
+    contract_of("Cube"),
+)
+
+
+@grader(DOUBLE_BACKWARD)
+def grade_double_backward(evidence: Evidence) -> Report:
+    """Grade: Cube's output and gradient (0.5), the exact shape of a direct backward call (0.5),
+    the second derivative through x (1) and through grad_output (0.5); NumpyCube's output and
+    gradient (1); differentiating NumpyCube twice raises torch's once_differentiable error (0.5: the
+    stub carries the decorator, the item catches a learner who removes it or bypasses it);
+    inputs unchanged (0.5); the Function contract."""
+    data = double_inputs(evidence["seed"])
+    run = _Run(evidence["cases"], data, reference.cube_second_derivatives(data["x"], data["g"], data["v"]))
+    return judge(DOUBLE_BACKWARD, ITEMS, run, run.cases.values())

@@ -18,6 +18,7 @@ from autograder.checks.custom_functions.elementwise import (
     MY_RELU,
     elementwise_inputs,
 )
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, report_for
 from autograder.grading.custom_functions.items import (
@@ -58,7 +59,7 @@ class Case:
     reference."""
 
     label: str
-    record: dict[str, Any]
+    record: FunctionRecord
     data: dict[str, Any]
     ref: dict[str, np.ndarray]
 
@@ -139,39 +140,38 @@ def _my_relu_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _exp_saved_item(record: dict[str, Any], data: dict[str, Any]) -> Item:
-    """Exp must save its output (one tensor, equal to exp(x)) with save_for_backward, and use it."""
-    name, weight = "saves its output", 1.0
-    error = step_error(record, "forward", "direct")
-    if error:
-        return Item(name, False, error, weight)
+def _exp_saved_problem(record: FunctionRecord, data: dict[str, Any]) -> str | None:
+    """Why what Exp saved is not its output, as one tensor through save_for_backward, or None."""
     stashed = record["outputs"].get("ctx_tensors") or []
     saved = record["outputs"].get("saved")
-    out = np.exp(data["x"])
     if isinstance(saved, NotAnArray):
-        return Item(name, False, "reading ctx.saved_tensors raised an error.", weight)
+        return "reading ctx.saved_tensors raised an error."
     if stashed:
-        return Item(name, False, ctx_item(record, "Exp", weight).message, weight)
+        return ctx_item(record, "Exp").message
     arrays = [s for s in saved if isinstance(s, np.ndarray)]
     if len(saved) != 1 or len(arrays) != 1:
-        return Item(
-            name,
-            False,
+        return (
             f"ctx.saved_tensors holds {len(saved)} tensor(s); Exp should save exactly one, its output "
-            "(ctx.save_for_backward(result)).",
-            weight,
+            "(ctx.save_for_backward(result))."
         )
     if compare("saved", arrays[0], data["x"]).ok:
-        return Item(
-            name,
-            False,
+        return (
             "Exp saved its input x and recomputes exp in backward: save the output instead, "
             "ctx.save_for_backward(result); the derivative of exp is exp itself, so the output is "
-            "all backward needs and nothing is computed twice.",
-            weight,
+            "all backward needs and nothing is computed twice."
         )
-    if not compare("saved", arrays[0], out).ok:
-        return Item(name, False, "the saved tensor is neither the output nor the input of forward.", weight)
+    if not compare("saved", arrays[0], np.exp(data["x"])).ok:
+        return "the saved tensor is neither the output nor the input of forward."
+    return None
+
+
+def _exp_saved_item(record: FunctionRecord, data: dict[str, Any]) -> Item:
+    """Exp must save its output (one tensor, equal to exp(x)) with save_for_backward, and use it: after
+    the output is edited in place, backward must refuse to run."""
+    name, weight = "saves its output", 1.0
+    problem = step_error(record, "forward", "direct") or _exp_saved_problem(record, data)
+    if problem:
+        return Item(name, False, problem, weight)
     inplace_error = step_error(record, "inplace")
     if not inplace_error or INPLACE_ERROR not in inplace_error:
         return Item(
@@ -182,12 +182,8 @@ def _exp_saved_item(record: dict[str, Any], data: dict[str, Any]) -> Item:
             "ctx.saved_tensors (which checks that it is unchanged), not from anywhere else.",
             weight,
         )
-    return Item(
-        name,
-        True,
-        "saved_tensors holds the output; editing it in place makes backward refuse to run, as it should",
-        weight,
-    )
+    passed = "saved_tensors holds the output; editing it in place makes backward refuse to run, as it should"
+    return Item(name, True, passed, weight)
 
 
 #: Every elementwise Function, declared once; a kind of :data:`ELEMENTWISE` without a declaration
@@ -205,8 +201,27 @@ KINDS: dict[str, Elementwise] = {
         MY_RELU, lambda t, c: torch.relu(t), ("grad_x",), _my_relu_mistakes, _zero_at_zero_item
     ),
 }
-if set(KINDS) != set(ELEMENTWISE):
-    raise RuntimeError(f"elementwise kinds without a declaration: {sorted(set(ELEMENTWISE) ^ set(KINDS))}")
+
+
+def require_declarations(kinds: dict[str, Elementwise], declared: dict[str, Any]) -> None:
+    """Raise, naming the fix, unless every elementwise kind of ``declared`` (the collect side's
+    :data:`ELEMENTWISE`) has its entry in ``kinds`` and ``kinds`` has no other."""
+    missing, extra = sorted(set(declared) - set(kinds)), sorted(set(kinds) - set(declared))
+    if missing:
+        raise RuntimeError(
+            f"elementwise kinds without a declaration: {missing}: add an Elementwise(check, function, "
+            "gradient names, named mistakes, special-case item) for each to KINDS in "
+            "autograder/grading/custom_functions/elementwise.py"
+        )
+    if extra:
+        raise RuntimeError(
+            f"KINDS in autograder/grading/custom_functions/elementwise.py declares {extra}, which "
+            "ELEMENTWISE in autograder/checks/custom_functions/elementwise.py does not: add their label and "
+            "cases there, or remove them from KINDS"
+        )
+
+
+require_declarations(KINDS, ELEMENTWISE)
 
 
 def _forward_item(case: Case, mistakes: dict[str, Any]) -> Item:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from autograder.checks.compare import Verdict, compare
-from autograder.checks.functions import Returned
+from autograder.checks.functions import FunctionRecord, Returned
 from autograder.checks.report import Item
 from autograder.grading.function_contract import ctx_attributes_message
 from autograder.grading.toolkit import backward_returns, describe, error_or_verdicts, step_error
@@ -49,7 +49,7 @@ SUM_ONLY_WRONG = (
 )
 
 
-def grads_item(name: str, record: dict[str, Any], *judged: Any, **options: Any) -> Item:
+def grads_item(name: str, record: FunctionRecord, *judged: Any, **options: Any) -> Item:
     """Backward called directly on a Function's case record: the forward and the direct call must have
     run, then :func:`returned_grads_item` judges what backward returned (``judged`` and ``options`` are
     its arguments after the return value: expected, names, label, weight, then the optional ones)."""
@@ -113,7 +113,7 @@ def _gradient_problem(
 
 
 def autograd_verdicts(
-    record: dict[str, Any],
+    record: FunctionRecord,
     expected: ExpectedGrads,
     mistakes: dict | None = None,
     batch_size: int | None = None,
@@ -153,7 +153,7 @@ def verdicts_item(name: str, error: str | None, verdicts: list[Verdict], weight:
 
 
 def through_autograd_item(
-    record: dict[str, Any],
+    record: FunctionRecord,
     expected: ExpectedGrads,
     what: str,
     mistakes: dict | None = None,
@@ -165,7 +165,7 @@ def through_autograd_item(
     return verdicts_item("through autograd", err, verdicts, 1.0, text)
 
 
-def ctx_item(record: dict[str, Any], label: str, weight: float = 0.5) -> Item:
+def ctx_item(record: FunctionRecord, label: str, weight: float = 0.5) -> Item:
     name = "tensors via save_for_backward"
     error = step_error(record, "forward", "direct")
     if error:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from autograder.checks.core import Evidence
-from autograder.checks.custom_functions.max_jacobian_error import MAX_JACOBIAN_ERROR
+from autograder.checks.custom_functions.max_jacobian_error import MAX_JACOBIAN_ERROR, JacobianCase
 from autograder.checks.jacobian_layers import (
     DTYPES,
     PLANTED,
@@ -21,8 +21,8 @@ from autograder.checks.jacobian_layers import (
 )
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import JACOBIAN_FLOAT32, JACOBIAN_FLOAT64
-from autograder.grading import grader, report_for
-from autograder.grading.toolkit import add_notes, describe
+from autograder.grading import grader
+from autograder.grading.toolkit import ItemOf, describe, judge
 
 JACOBIAN_EPS = 1e-6
 
@@ -68,7 +68,7 @@ def jacobian_error(
     return worst
 
 
-def _jacobian_value(record: dict[str, Any]) -> tuple[float | None, str | None]:
+def _jacobian_value(record: JacobianCase) -> tuple[float | None, str | None]:
     if record["error"]:
         return None, record["error"]
     value = record["value"]
@@ -130,76 +130,87 @@ def _planted_problem(evidence: Evidence, label: str, tolerance: float) -> str | 
     )
 
 
-@grader(MAX_JACOBIAN_ERROR)
-def grade_max_jacobian_error(evidence: Evidence) -> Report:
-    """Grade recorded evidence: the float64 error is at most 1e-8 (1), the float32 one is large, within a
-    factor 10 of the course's own float32 error (1); on the layer with the seed's planted error each
-    dtype's answer is the course's, to 1e-8 and to that factor (part of each item). Every reference is
-    recomputed here."""
-    report = report_for(MAX_JACOBIAN_ERROR)
-    arrays = list(jacobian_inputs(evidence["seed"]).values())
-    cases = evidence["cases"]
-    ref64 = jacobian_error(tanh_linear, arrays, torch.float64)
-    value, problem = _jacobian_value(cases["float64"])
-    name = "float64: small"
-    if problem:
-        report.add(Item(name, False, problem))
-    elif value > JACOBIAN_FLOAT64.atol:
+@dataclass(frozen=True)
+class _Run:
+    """What both items read: the evidence (its seed and cases) and the inputs remade from its seed."""
+
+    evidence: Evidence
+    arrays: list[np.ndarray]
+
+    @property
+    def cases(self) -> dict[str, JacobianCase]:
+        return self.evidence["cases"]
+
+
+def _float64_problem(value: float, ref64: float, arrays: Sequence[np.ndarray]) -> str | None:
+    """Why a float64 error is not small (or, exactly 0, too small to be real), else None."""
+    if value > JACOBIAN_FLOAT64.atol:
         hint = (
             _small_jacobian_hint(value, arrays)
             if value < 1e-4
             else " Likely mistake: the analytical and numerical Jacobians are not laid out alike "
             "(transposed?), or a gradient is wrong."
         )
-        report.add(
-            Item(
-                name,
-                False,
-                f"your float64 error is {value:.3g}, the course's {ref64:.3g}; it should be below "
-                f"{JACOBIAN_FLOAT64.atol:g}.{hint}",
-            )
+        return (
+            f"your float64 error is {value:.3g}, the course's {ref64:.3g}; it should be below "
+            f"{JACOBIAN_FLOAT64.atol:g}.{hint}"
         )
-    elif value == 0.0:
+    if value == 0.0:
         # Finite differences never agree with the analytical Jacobian to the last bit: an error of exactly 0
         # means the two were not both computed in float64 (or one was compared with itself).
-        report.add(
-            Item(
-                name,
-                False,
-                f"your float64 error is exactly 0, the course's {ref64:.3g}: centred differences in float64 "
-                "differ from the analytical Jacobian by rounding at least. Likely mistake: a Jacobian stored "
-                "in another dtype (torch.zeros(...) without dtype= is float32), or a Jacobian compared with "
-                "itself.",
-            )
+        return (
+            f"your float64 error is exactly 0, the course's {ref64:.3g}: centred differences in float64 "
+            "differ from the analytical Jacobian by rounding at least. Likely mistake: a Jacobian stored "
+            "in another dtype (torch.zeros(...) without dtype= is float32), or a Jacobian compared with "
+            "itself."
         )
-    else:
-        planted = _planted_problem(evidence, "float64", JACOBIAN_FLOAT64.atol)
-        report.add(Item(name, planted is None, planted or f"{value:.3g} (the course's own: {ref64:.3g})"))
+    return None
 
-    ref32 = jacobian_error(tanh_linear, arrays, torch.float32)
-    value, problem = _jacobian_value(cases["float32"])
+
+def _float64_item(run: _Run) -> Item:
+    """The float64 error is at most 1e-8, and the course's on the layer with the planted error (1)."""
+    name = "float64: small"
+    ref64 = jacobian_error(tanh_linear, run.arrays, torch.float64)
+    value, problem = _jacobian_value(run.cases["float64"])
+    problem = problem or _float64_problem(value, ref64, run.arrays)
+    if problem:
+        return Item(name, False, problem)
+    planted = _planted_problem(run.evidence, "float64", JACOBIAN_FLOAT64.atol)
+    return Item(name, planted is None, planted or f"{value:.3g} (the course's own: {ref64:.3g})")
+
+
+def _float32_item(run: _Run) -> Item:
+    """The float32 error is large, within a factor 10 of the course's, and the course's on the layer with
+    the planted error (1)."""
     name = "float32: large"
+    ref32 = jacobian_error(tanh_linear, run.arrays, torch.float32)
+    value, problem = _jacobian_value(run.cases["float32"])
     low, high = max(JACOBIAN_FLOAT32.atol, ref32 / JACOBIAN_FLOAT32.rtol), ref32 * JACOBIAN_FLOAT32.rtol
     if problem:
-        report.add(Item(name, False, problem))
-    elif not low <= value <= high:
+        return Item(name, False, problem)
+    if not low <= value <= high:
         hint = (
             " Likely mistake: the computation is not done in the inputs' dtype (converted to float64?): "
             "keep every tensor in the dtype it arrives in, so that float32 rounding shows."
             if value < low
             else " Likely mistake: a gradient or the finite-difference formula is wrong."
         )
-        report.add(
-            Item(
-                name,
-                False,
-                f"your float32 error is {value:.3g}; expected between {low:.3g} and {high:.3g} "
-                f"(the course's: {ref32:.3g}).{hint}",
-            )
-        )
-    else:
-        planted = _planted_problem(evidence, "float32", high)
-        text = f"{value:.3g} (the course's own: {ref32:.3g}), far above gradcheck's atol 1e-5"
-        report.add(Item(name, planted is None, planted or text))
-    add_notes(report, cases.values())
-    return report
+        expected = f"expected between {low:.3g} and {high:.3g} (the course's: {ref32:.3g})"
+        return Item(name, False, f"your float32 error is {value:.3g}; {expected}.{hint}")
+    planted = _planted_problem(run.evidence, "float32", high)
+    text = f"{value:.3g} (the course's own: {ref32:.3g}), far above gradcheck's atol 1e-5"
+    return Item(name, planted is None, planted or text)
+
+
+#: What is checked, in order.
+ITEMS: tuple[ItemOf[_Run], ...] = (_float64_item, _float32_item)
+
+
+@grader(MAX_JACOBIAN_ERROR)
+def grade_max_jacobian_error(evidence: Evidence) -> Report:
+    """Grade recorded evidence: the float64 error is at most 1e-8 (1), the float32 one is large, within a
+    factor 10 of the course's own float32 error (1); on the layer with the seed's planted error each
+    dtype's answer is the course's, to 1e-8 and to that factor (part of each item). Every reference is
+    recomputed here."""
+    run = _Run(evidence, list(jacobian_inputs(evidence["seed"]).values()))
+    return judge(MAX_JACOBIAN_ERROR, ITEMS, run, run.cases.values())

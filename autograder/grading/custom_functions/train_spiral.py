@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,11 +12,11 @@ from torch import nn
 
 from autograder.checks.compare import compare
 from autograder.checks.core import Evidence
-from autograder.checks.custom_functions.train_spiral import TRAIN_SPIRAL, spiral_recipe
+from autograder.checks.custom_functions.train_spiral import TRAIN_SPIRAL, SpiralRun, spiral_recipe
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import FLOAT64
-from autograder.grading import grader, report_for
-from autograder.grading.toolkit import add_notes, describe
+from autograder.grading import grader
+from autograder.grading.toolkit import ItemOf, describe, judge
 from autograder.grading.training import loop_difference
 from backprop_utils.data import make_spiral
 
@@ -70,7 +71,7 @@ def _spiral_replays(seed: int) -> dict[str, Any]:
     return replays
 
 
-def _losses_problem(run: dict[str, Any], label: str, steps: int) -> str | None:
+def _losses_problem(run: SpiralRun, label: str, steps: int) -> str | None:
     if run["error"]:
         return f"with {label}: {run['error']}"
     losses = run["losses"]
@@ -83,71 +84,93 @@ def _losses_problem(run: dict[str, Any], label: str, steps: int) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every item reads: the two runs, the number of steps the check asked for, and the seed."""
+
+    mine: SpiralRun
+    theirs: SpiralRun
+    steps: int
+    seed: int
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> _Run:
+        runs, seed = evidence["runs"], evidence["seed"]
+        return cls(runs["your Linear"], runs["nn.Linear"], spiral_recipe(seed)["steps"], seed)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the two runs' losses cannot be compared, or None."""
+        mine, theirs = self.mine, self.theirs
+        if mine["error"] and not theirs["error"] and "is not implemented yet" in mine["error"]:
+            # the stub that raised is Linear's, since the same train_spiral runs with nn.Linear
+            return (
+                "your Linear is not implemented yet (it raises NotImplementedError); "
+                "train_spiral runs with nn.Linear"
+            )
+        return _losses_problem(mine, "your Linear", self.steps) or _losses_problem(
+            theirs, "nn.Linear", self.steps
+        )
+
+
+def _losses_item(run: _Run) -> Item:
+    """One finite loss per step in each run (0.5)."""
+    problem = run.problem
+    return Item("losses", problem is None, problem or f"{run.steps} finite losses per run", 0.5)
+
+
+def _same_item(run: _Run) -> Item:
+    """The learner's Linear, actually used, gives the same losses as nn.Linear step by step (1)."""
+    name, mine, theirs = "same as nn.Linear", run.mine, run.theirs
+    if run.problem:
+        return Item(name, False, f"not checked: {run.problem}")
+    if min(mine["made"], theirs["made"]) < 2 or min(mine["forward"], theirs["forward"]) < run.steps:
+        return Item(
+            name,
+            False,
+            "train_spiral must build both layers from the class it is given (linear_cls(2, hidden) and "
+            f"linear_cls(hidden, 3)) and call them at every step; it made {mine['made']} and ran "
+            f"{mine['forward']} forward passes of your Linear.",
+        )
+    verdict = compare("losses with your Linear", mine["losses"], theirs["losses"])
+    if verdict.ok:
+        return Item(
+            name,
+            True,
+            f"the same loss at every one of {run.steps} steps (max abs error {verdict.max_abs_err:.1e})",
+        )
+    close = np.isclose(mine["losses"], theirs["losses"], rtol=FLOAT64.rtol, atol=FLOAT64.atol)
+    return Item(
+        name,
+        False,
+        f"{verdict.message()} The runs part at step {int(np.argmin(close))}: if step 0 already differs, the "
+        "initial parameters differ (check Linear's initialisation); otherwise a gradient does.",
+    )
+
+
+def _recipe_item(run: _Run) -> Item:
+    """The nn.Linear run follows the recipe: it matches the course's own run (0.5); a replayed mistake
+    whose curve is the learner's is named."""
+    name = "follows the recipe"
+    unusable = _losses_problem(run.theirs, "nn.Linear", run.steps)
+    if unusable:
+        return Item(name, False, f"not checked: {unusable}", 0.5)
+    ref = np.array(reference_train_spiral(run.seed))
+    verdict = compare("losses with nn.Linear", run.theirs["losses"], ref)
+    if verdict.ok:
+        return Item(name, True, "the nn.Linear run matches the course's own", 0.5)
+    why = loop_difference(run.theirs["losses"], ref, _spiral_replays(run.seed), SPIRAL_STEP_ZERO)
+    return Item(name, False, f"{verdict.message()} {why}".strip(), 0.5)
+
+
+#: What is checked, in order.
+ITEMS: tuple[ItemOf[_Run], ...] = (_losses_item, _same_item, _recipe_item)
+
+
 @grader(TRAIN_SPIRAL)
 def grade_train_spiral(evidence: Evidence) -> Report:
     """Grade recorded evidence: one finite loss per step (0.5); the learner's Linear, actually used, gives
     the same losses as nn.Linear step by step (1); the nn.Linear run follows the recipe, i.e. matches
     the course's own run (0.5)."""
-    report = report_for(TRAIN_SPIRAL)
-    runs = evidence["runs"]
-    mine, theirs = runs["your Linear"], runs["nn.Linear"]
-    steps = spiral_recipe(evidence["seed"])["steps"]
-    problem = _losses_problem(mine, "your Linear", steps) or _losses_problem(theirs, "nn.Linear", steps)
-    if mine["error"] and not theirs["error"] and "is not implemented yet" in mine["error"]:
-        # the stub that raised is Linear's, since the same train_spiral runs with nn.Linear
-        problem = (
-            "your Linear is not implemented yet (it raises NotImplementedError); "
-            "train_spiral runs with nn.Linear"
-        )
-    report.add(Item("losses", problem is None, problem or f"{steps} finite losses per run", 0.5))
-
-    name = "same as nn.Linear"
-    if problem:
-        report.add(Item(name, False, f"not checked: {problem}"))
-    elif min(mine["made"], theirs["made"]) < 2 or min(mine["forward"], theirs["forward"]) < steps:
-        report.add(
-            Item(
-                name,
-                False,
-                "train_spiral must build both layers from the class it is given (linear_cls(2, hidden) and "
-                f"linear_cls(hidden, 3)) and call them at every step; it made {mine['made']} and ran "
-                f"{mine['forward']} forward passes of your Linear.",
-            )
-        )
-    else:
-        verdict = compare("losses with your Linear", mine["losses"], theirs["losses"])
-        if verdict.ok:
-            report.add(
-                Item(
-                    name,
-                    True,
-                    f"the same loss at every one of {steps} steps (max abs error {verdict.max_abs_err:.1e})",
-                )
-            )
-        else:
-            close = np.isclose(mine["losses"], theirs["losses"], rtol=FLOAT64.rtol, atol=FLOAT64.atol)
-            step = int(np.argmin(close))
-            report.add(
-                Item(
-                    name,
-                    False,
-                    f"{verdict.message()} The runs part at step {step}: if step 0 already differs, the "
-                    "initial parameters differ (check Linear's initialisation); otherwise a gradient does.",
-                )
-            )
-
-    reference_losses = reference_train_spiral(evidence["seed"])
-    name = "follows the recipe"
-    unusable = _losses_problem(theirs, "nn.Linear", steps)
-    if unusable:
-        report.add(Item(name, False, f"not checked: {unusable}", 0.5))
-    else:
-        verdict = compare("losses with nn.Linear", theirs["losses"], np.array(reference_losses))
-        text = "the nn.Linear run matches the course's own"
-        if not verdict.ok:
-            ref = np.array(reference_losses)
-            why = loop_difference(theirs["losses"], ref, _spiral_replays(evidence["seed"]), SPIRAL_STEP_ZERO)
-            text = f"{verdict.message()} {why}".strip()
-        report.add(Item(name, verdict.ok, text, 0.5))
-    add_notes(report, runs.values())
-    return report
+    run = _Run.of(evidence)
+    return judge(TRAIN_SPIRAL, ITEMS, run, evidence["runs"].values())

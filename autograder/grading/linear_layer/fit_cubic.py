@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,13 +14,14 @@ from autograder.checks.linear_layer import (
     FIT_CASES,
     FIT_CUBIC,
     SHAPE_PROBLEMS,
+    FitCase,
     cubic_features,
     fit_data,
 )
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import REPORTED_LOSS, TRAINING
-from autograder.grading import grader, reference, report_for
-from autograder.grading.toolkit import add_notes
+from autograder.grading import grader, reference
+from autograder.grading.toolkit import ItemOf, judge
 from autograder.grading.training import IGNORED_X, fitted_the_notebooks_x
 
 
@@ -82,76 +84,177 @@ def _loss_curve_item(losses: Any, loss: float | None) -> Item:
     )
 
 
+MAIN, SHIFTED = FIT_CASES
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every item reads: the recorded cases, the data remade from the seed, each case's least-squares
+    fit, the loss of the learner's W and b recomputed here (None, with ``why``, where it cannot be), and
+    whether the fit is the notebook's own points' rather than the x given."""
+
+    cases: dict[str, FitCase]
+    data: dict[str, tuple[np.ndarray, np.ndarray]]
+    best: dict[str, dict[str, np.ndarray]]
+    losses: dict[str, float | None]
+    why: dict[str, str | None]
+    ignored_x: bool
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> _Run:
+        cases, data = evidence["cases"], fit_data(evidence["seed"])
+        best = {label: reference.least_squares(cubic_features(x), y) for label, (x, y) in data.items()}
+        refits = {
+            label: refit_loss(cases[label]["outputs"].get("W"), cases[label]["outputs"].get("b"), *xy)
+            for label, xy in data.items()
+        }
+        out = cases[MAIN]["outputs"]
+        ignored_x = bool(fitted_the_notebooks_x(out.get("W"), out.get("b"), *data[MAIN]))
+        losses = {label: loss for label, (loss, _) in refits.items()}
+        return cls(cases, data, best, losses, {label: why for label, (_, why) in refits.items()}, ignored_x)
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return self.cases[MAIN]["outputs"]
+
+    def unusable(self) -> str | None:
+        """Why the main fit's loss cannot be judged (none, or not finite), else None."""
+        loss = self.losses[MAIN]
+        if loss is None:
+            return f"cannot evaluate your model: {self.why[MAIN]}."
+        if not np.isfinite(loss):
+            return (
+                "the returned W and b give a loss of NaN or inf: training diverged. Is the update "
+                "W -= lr * dW (a + there climbs the loss), and is lr small enough?"
+            )
+        return None
+
+    def advice(self) -> str:
+        """The likely reason a finite fit is poor."""
+        if self.ignored_x:
+            return " " + IGNORED_X
+        return _fit_advice(self.losses[MAIN], self.constant, self.outputs.get("losses"), *self.data[MAIN])
+
+    @property
+    def constant(self) -> float:
+        """The loss of always predicting the mean of y."""
+        return float(np.var(self.data[MAIN][1]))
+
+
+def _shapes_item(run: _Run) -> Item:
+    """W (1, 3) and b (1,) (0.5)."""
+    return _fit_shapes_item(run.outputs, run.best[MAIN])
+
+
+def _curve_item(run: _Run) -> Item:
+    """The recorded losses are those of the learner's own W and b (0.5)."""
+    curve = _loss_curve_item(run.outputs.get("losses"), run.losses[MAIN])
+    if run.ignored_x and not curve.passed:
+        return Item(
+            curve.name, False, f"your losses are not those of your W and b at the x given. {IGNORED_X}", 0.5
+        )
+    return curve
+
+
+def _beats_item(run: _Run) -> Item:
+    """The final loss is less than half the constant predictor's (0.5)."""
+    name, unusable = "beats the constant predictor", run.unusable()
+    if unusable:
+        return Item(name, False, unusable, 0.5)
+    loss, constant = run.losses[MAIN], run.constant
+    beats = loss <= CLEARLY_BETTER * constant
+    message = f"final loss {loss:.5f}; always predicting the mean of y gives {constant:.5f}"
+    return Item(
+        name,
+        beats,
+        message if beats else f"{message}, and a fit should reach less than half of that.{run.advice()}",
+        0.5,
+    )
+
+
+def _converged_item(run: _Run) -> Item:
+    """The final loss is within 5% of the least-squares optimum (1)."""
+    name, unusable = "converged", run.unusable()
+    if unusable:
+        return Item(name, False, unusable, 1.0)
+    loss, optimum = run.losses[MAIN], float(run.best[MAIN]["loss"])
+    converged = loss <= optimum * (1 + TRAINING.rtol) + TRAINING.atol
+    message = f"final loss {loss:.5f}; the least-squares optimum is {optimum:.5f}"
+    if converged:
+        return Item(name, True, f"{message} (within {TRAINING.rtol:.0%})", 1.0)
+    return Item(
+        name, False, f"{message}, and a converged fit is within {TRAINING.rtol:.0%} of it.{run.advice()}", 1.0
+    )
+
+
+def _shifted_unusable(run: _Run) -> str | None:
+    """Why the shifted curve's fit cannot be judged against the sine's, or None."""
+    if run.cases[SHIFTED]["error"]:
+        return run.cases[SHIFTED]["error"]
+    if run.losses[SHIFTED] is None:
+        return f"cannot evaluate your model: {run.why[SHIFTED]}."
+    main_loss, loss = run.losses[MAIN], run.losses[SHIFTED]
+    if main_loss is None or not np.isfinite(main_loss) or not np.isfinite(loss):
+        return "not checked, the fit on the sine did not give a finite loss."
+    return None
+
+
+def _shifted_curve_item(run: _Run) -> Item:
+    """The shifted curve is fitted as close to its best as the sine (0.5): relative to the sine's own
+    fit, so that a loop that has not converged loses points once, not twice."""
+    name, weight = "shifted curve", 0.5
+    unusable = _shifted_unusable(run)
+    if unusable:
+        return Item(name, False, f"on the {SHIFTED}: {unusable}", weight)
+    ratio_main = run.losses[MAIN] / float(run.best[MAIN]["loss"])
+    loss, optimum = run.losses[SHIFTED], float(run.best[SHIFTED]["loss"])
+    ratio = loss / optimum
+    said = f"on the {SHIFTED} the final loss is {loss:.5f}"
+    if ratio <= max(ratio_main, 1.0) * (1 + TRAINING.rtol):
+        return Item(name, True, f"{said}, as close to its best as on the sine", weight)
+    why = (
+        " Likely mistake: b is never updated (b -= lr * db), so the model cannot move the curve up."
+        if ratio_main <= 1 + TRAINING.rtol
+        else " A model whose bias learns fits both equally well: is b updated (b -= lr * db)?"
+    )
+    return Item(
+        name,
+        False,
+        f"{said}, {ratio:.2f} times the best {optimum:.5f} (on the sine: {ratio_main:.2f} times).{why}",
+        weight,
+    )
+
+
+#: What is checked, in order, with the weights each has when the main case raised (and all fail).
+ITEMS: tuple[ItemOf[_Run], ...] = (
+    _shapes_item,
+    _curve_item,
+    _beats_item,
+    _converged_item,
+    _shifted_curve_item,
+)
+WEIGHTS = {
+    "W and b shapes": 0.5,
+    "loss curve": 0.5,
+    "beats the constant predictor": 0.5,
+    "converged": 1.0,
+    "shifted curve": 0.5,
+}
+
+
+def _all_sunk(run: _Run) -> list[Item]:
+    """Every item, failed with the sine fit's error (it raised)."""
+    return [Item(name, False, run.cases[MAIN]["error"], weight) for name, weight in WEIGHTS.items()]
+
+
 @grader(FIT_CUBIC)
 def grade_fit_cubic(evidence: Evidence) -> Report:
     """Grade recorded evidence: W and b shapes (0.5), the loss curve (0.5), beats the constant predictor
-    (0.5), converged to the least-squares loss (1), fits the shifted curve as well (0.5)."""
-    report = report_for(FIT_CUBIC)
-    seed, cases = evidence["seed"], evidence["cases"]
-    main, shifted = FIT_CASES
-    data = fit_data(seed)
-    best = {label: reference.least_squares(cubic_features(x), y) for label, (x, y) in data.items()}
-    losses: dict[str, float | None] = {}
-    why: dict[str, str | None] = {}
-    for label, (x, y) in data.items():
-        outputs = cases[label]["outputs"]
-        losses[label], why[label] = refit_loss(outputs.get("W"), outputs.get("b"), x, y)
-
-    error = cases[main]["error"]
-    if error:
-        for name, weight in (
-            ("W and b shapes", 0.5),
-            ("loss curve", 0.5),
-            ("beats the constant predictor", 0.5),
-            ("converged", 1.0),
-            ("shifted curve", 0.5),
-        ):
-            report.add(Item(name, False, error, weight))
-        add_notes(report, cases.values())
-        return report
-
-    outputs = cases[main]["outputs"]
-    report.add(_fit_shapes_item(outputs, best[main]))
-    ignored_x = fitted_the_notebooks_x(outputs.get("W"), outputs.get("b"), *data[main])
-    curve = _loss_curve_item(outputs.get("losses"), losses[main])
-    if ignored_x and not curve.passed:
-        curve = Item(
-            curve.name, False, f"your losses are not those of your W and b at the x given. {IGNORED_X}", 0.5
-        )
-    report.add(curve)
-
-    loss, optimum = losses[main], float(best[main]["loss"])
-    constant = float(np.var(data[main][1]))
-    if loss is None:
-        unusable = f"cannot evaluate your model: {why[main]}."
-        report.add(Item("beats the constant predictor", False, unusable, 0.5))
-        report.add(Item("converged", False, unusable, 1.0))
-    elif not np.isfinite(loss):
-        diverged = (
-            "the returned W and b give a loss of NaN or inf: training diverged. Is the update "
-            "W -= lr * dW (a + there climbs the loss), and is lr small enough?"
-        )
-        report.add(Item("beats the constant predictor", False, diverged, 0.5))
-        report.add(Item("converged", False, diverged, 1.0))
-    else:
-        advice = (
-            " " + IGNORED_X if ignored_x else _fit_advice(loss, constant, outputs.get("losses"), *data[main])
-        )
-        beats = loss <= CLEARLY_BETTER * constant
-        message = f"final loss {loss:.5f}; always predicting the mean of y gives {constant:.5f}"
-        if not beats:
-            message += f", and a fit should reach less than half of that.{advice}"
-        report.add(Item("beats the constant predictor", beats, message, 0.5))
-        converged = loss <= optimum * (1 + TRAINING.rtol) + TRAINING.atol
-        message = f"final loss {loss:.5f}; the least-squares optimum is {optimum:.5f}"
-        if converged:
-            message += f" (within {TRAINING.rtol:.0%})"
-        else:
-            message += f", and a converged fit is within {TRAINING.rtol:.0%} of it.{advice}"
-        report.add(Item("converged", converged, message, 1.0))
-    report.add(_shifted_item(losses, best, why, cases[shifted]["error"]))
-    add_notes(report, cases.values())
-    return report
+    (0.5), converged to the least-squares loss (1), fits the shifted curve as well (0.5); every item
+    fails with the sine fit's error when it raised."""
+    run = _Run.of(evidence)
+    items = (_all_sunk,) if run.cases[MAIN]["error"] else ITEMS
+    return judge(FIT_CUBIC, items, run, run.cases.values())
 
 
 #: The notebook's fit_cubic: its default learning rate, and the W and b its scaffold starts from.
@@ -225,44 +328,3 @@ def _fit_advice(loss: float, constant: float, losses: Any, x: np.ndarray, y: np.
         f"lr = {NOTEBOOK_LR} and 1000 steps, right gradients converge: if you changed them, more steps or a "
         "larger lr; if you kept them, your gradients are too small (see the checks of Exercises 2 and 3)."
     )
-
-
-def _shifted_item(
-    losses: dict[str, float | None], best: dict[str, dict[str, np.ndarray]], why: dict, error: str | None
-) -> Item:
-    name, weight = "shifted curve", 0.5
-    main, shifted = FIT_CASES
-    if error:
-        return Item(name, False, f"on the {shifted}: {error}", weight)
-    if losses[shifted] is None:
-        return Item(name, False, f"on the {shifted}: cannot evaluate your model: {why[shifted]}.", weight)
-    main_loss, loss = losses[main], losses[shifted]
-    if main_loss is None or not np.isfinite(main_loss) or not np.isfinite(loss):
-        return Item(
-            name,
-            False,
-            f"on the {shifted}: not checked, the fit on the sine did not give a finite loss.",
-            weight,
-        )
-    # Relative to the sine's own fit, so that a loop that has not converged loses points once, not twice.
-    ratio_main = main_loss / float(best[main]["loss"])
-    optimum = float(best[shifted]["loss"])
-    ratio = loss / optimum
-    if ratio <= max(ratio_main, 1.0) * (1 + TRAINING.rtol):
-        return Item(
-            name,
-            True,
-            f"on the {shifted} the final loss is {loss:.5f}, as close to its best as on the sine",
-            weight,
-        )
-    message = (
-        f"on the {shifted} the final loss is {loss:.5f}, {ratio:.2f} times the best {optimum:.5f} "
-        f"(on the sine: {ratio_main:.2f} times)."
-    )
-    if ratio_main <= 1 + TRAINING.rtol:
-        message += (
-            " Likely mistake: b is never updated (b -= lr * db), so the model cannot move the curve up."
-        )
-    else:
-        message += " A model whose bias learns fits both equally well: is b updated (b -= lr * db)?"
-    return Item(name, False, message, weight)
