@@ -277,7 +277,19 @@ def test_op_graph_break_named_with_its_cause():
     report = grade(checks.ATTENTION_OP, attention_with_item, seed=1)
     message = next(i.message for i in report.items if i.name == "torch.compile(fullgraph=True)")
     assert "item" in message.lower(), message
+    assert "Likely mistake: attention_with_item is a function, not the operator" in message, message
     assert report.score < report.points
+
+
+def test_op_fake_kernel_mistake_is_named_only_for_the_fake():
+    """The fake kernel's wrong layout is the likely mistake; an operator whose values are wrong but whose
+    fake is right gets no fake-kernel diagnosis, and no "not an operator" one."""
+    wrong_fake = grade(checks.ATTENTION_OP, _op("fake_of_wrong_shape", fake="shape"), seed=2)
+    fake = next(i.message for i in wrong_fake.items if i.name == "fake kernel")
+    assert "Likely mistake: the function given to register_fake makes its output with the wrong shape" in fake
+    doubled = grade(checks.ATTENTION_OP, _op("dv_doubled", wrong_dv=True), seed=2)
+    assert next(i for i in doubled.items if i.name == "fake kernel").passed, doubled.render()
+    assert "not the operator torch.library.custom_op returns" not in _messages(doubled)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -404,7 +404,17 @@ def collect_attention_op(op: Any, *, seed: int = 0, device: Any = None) -> Evide
                 name=f"torch.compile(fullgraph=True) of a module calling {label}",
             )
         cases[name] = run.record
-    return {"check": "attention_op", "seed": seed, "device": where.type, "op": label, "cases": cases}
+    # what torch.library.custom_op returns (a CustomOpDef), as opposed to a plain function
+    custom = type(op).__name__ == "CustomOpDef" and hasattr(op, "register_fake")
+    return {
+        "check": "attention_op",
+        "seed": seed,
+        "device": where.type,
+        "op": label,
+        "custom_op": custom,
+        "kind": type(op).__name__,
+        "cases": cases,
+    }
 
 
 ATTENTION_OP = register(

@@ -42,19 +42,28 @@ def fake_item(record: Record) -> Item:
             return Item(
                 name,
                 False,
-                f"the fake kernel's output has {what} {fake[key]}, the real kernel's {real[key]}: "
-                "register_fake must return a tensor like the real output (torch.empty_like(q) for o), "
+                f"the fake kernel's output has {what} {fake[key]}, the real kernel's {real[key]}. "
+                f"Likely mistake: the function given to register_fake makes its output with the wrong "
+                f"{what}; it must return a tensor like the real output (torch.empty_like(q) for o), "
                 "without computing it",
                 0.5,
             )
     return Item(name, True, f"shape, dtype and strides of the real output ({real['shape']})", 0.5)
 
 
-def compile_item(record: Record, ref: dict[str, Any]) -> Item:
+def compile_item(record: Record, ref: dict[str, Any], evidence: Evidence) -> Item:
     """``torch.compile(fullgraph=True, backend="aot_eager")`` of a module calling the operator: values
-    and gradients as without it; a graph break named with its cause."""
+    and gradients as without it; a graph break named with its cause (and, where the object is not an
+    operator at all, that this is why compile traced into its Python code)."""
     name = "torch.compile(fullgraph=True)"
     error = step_error(record, "compile")
+    if error and evidence.get("custom_op") is False:
+        what = f"{evidence.get('op', 'attention_op')} is a {evidence.get('kind', 'function')}"
+        error += (
+            f". Likely mistake: {what}, not the operator torch.library.custom_op returns, so "
+            "torch.compile traces its Python code and meets what it cannot trace; an operator is one "
+            "opaque node of the graph"
+        )
     if error:
         return Item(name, False, error, 1.0)
     got = record["outputs"]["compiled"]
@@ -81,7 +90,7 @@ def grade_attention_op(evidence: Evidence) -> Report:
         if first is None:
             first = (record, ref)
     record, ref = first
-    for item in (opcheck_item(record), fake_item(record), compile_item(record, ref)):
+    for item in (opcheck_item(record), fake_item(record), compile_item(record, ref, evidence)):
         report.add(item)
     add_notes(report, records.values())
     return report
