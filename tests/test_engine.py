@@ -210,7 +210,7 @@ def outcome(result: ClassResult, student: str):
 
 
 def cell_score(o, grade_id: str) -> float:
-    return next(c["score"] for c in o.cells if c["grade_id"] == grade_id)
+    return next(c.score for c in o.cells if c.grade_id == grade_id)
 
 
 @pytest.mark.parametrize(
@@ -254,8 +254,8 @@ def test_a_stopped_notebook_keeps_the_points_of_cells_that_ran(graded) -> None:
     for student in ("stubborn", "quitter", "crasher", "chatty"):
         o = outcome(result, student)
         assert cell_score(o, "test_linear_layer") == 4
-        mse = next(c for c in o.cells if c["grade_id"] == "test_mse_loss")
-        assert mse["score"] == 0 and mse["feedback"].startswith("not graded:"), mse
+        mse = next(c for c in o.cells if c.grade_id == "test_mse_loss")
+        assert mse.score == 0 and mse.feedback.startswith("not graded:"), mse
 
 
 def test_a_cell_over_its_time_limit_is_interrupted_and_the_notebook_goes_on(graded) -> None:
@@ -290,9 +290,9 @@ def test_a_rigged_in_kernel_score_does_not_reach_the_gradebook(graded) -> None:
 
 def test_feedback_names_the_missing_answer_for_a_cheat(graded) -> None:
     o = outcome(graded[0], "cheatcompare")
-    assert "not implemented" in o.cells[0]["feedback"]
+    assert "not implemented" in o.cells[0].feedback
     forged = outcome(graded[0], "cheatforge")
-    assert all(c["score"] == 0 for c in forged.cells)
+    assert all(c.score == 0 for c in forged.cells)
 
 
 def test_every_input_file_is_accounted_for(graded) -> None:
@@ -392,7 +392,7 @@ def test_a_learner_checks_a_notebook_with_the_visible_tests(graded, tmp_path: Pa
     shutil.copy(root.parent / "inbox" / f"half_{ASSIGNMENT}.ipynb", path)
     o = check_notebook(path, solutions=FIXTURE)
     assert (o.assignment, o.score, o.max_score) == (ASSIGNMENT, 4, 7)
-    assert "mse_loss is not implemented yet" in o.cells[1]["feedback"]
+    assert "mse_loss is not implemented yet" in o.cells[1].feedback
 
 
 def test_without_the_zygote_kernels_start_behind_unshare_and_grade_the_same(graded, tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from autograder.course import Assignment
 from autograder.engine import gradebook, lms, untrusted
-from autograder.engine.contract import Stop
 from autograder.engine.feedback import write_feedback
 from autograder.engine.intake import Rejected
 from autograder.engine.outcome import Outcome
@@ -53,7 +52,7 @@ def write_csv(path: Path, outcomes: list[Outcome], rejected: list[Rejected]) -> 
         w = untrusted.CsvWriter(f)
         w.writerow(CSV_COLUMNS)
         for o in outcomes:
-            auto = sum(c["score"] for c in o.cells) if o.status != "failed" else 0.0
+            auto = sum(c.score for c in o.cells) if o.status != "failed" else 0.0
             late = "late" if o.late else ""
             w.writerow(
                 [
@@ -130,7 +129,7 @@ def pass_rates(outcomes: list[Outcome]) -> list[tuple[str, str, int, float, floa
         if o.status == "failed":
             continue
         for c in o.cells:
-            stats[(o.assignment, c["grade_id"])].append((c["score"], c["points"]))
+            stats[(o.assignment, c.grade_id)].append((c.score, c.points))
     rows = []
     for (assignment, test), scores in sorted(stats.items()):
         full = sum(1 for s, p in scores if s >= p) / len(scores)
@@ -377,8 +376,7 @@ def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
 
 def _headline(o: Outcome) -> str:
     """Why a notebook stopped, in a few words; a failure's reason (which has no stop) as it is."""
-    stop = Stop.from_dict(o.stop)
-    return stop.headline() if stop else o.reason or ""
+    return o.stop.headline() if o.stop else o.failure or ""
 
 
 @dataclass
