@@ -327,7 +327,7 @@ def test_withhold_flagged_sets_the_evading_exercises_test_cell_to_zero(tmp_path)
     assert withheld.score == 0.0 and withheld.feedback.startswith("points withheld")
     assert "needs_input_grad" in withheld.feedback, "the check's own report follows the reason"
     # the other exercises keep their points: MulConstant (whose cell holds the helper) is not flagged
-    assert scores["test_mul_constant"]["score"] == 1.0
+    assert scores["test_mul_constant"].score == 1.0
     assert outcome.score == outcome.max_score - withheld.points
 
 

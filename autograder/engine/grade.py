@@ -41,7 +41,7 @@ from autograder.engine import exchange, jail, method, untrusted
 from autograder.engine.contract import CellEvent, EventLog, Limits, Stop
 from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work
 from autograder.engine.intake import Submission, read_notebook
-from autograder.engine.outcome import CellResult, OldFormat, Outcome
+from autograder.engine.outcome import CellResult, OldFormat, Outcome, result_store
 from autograder.grading import seeds
 from autograder.grading.prepare import Prepared, prepare
 from autograder.grading.verdicts import clean_event, grade_notebook
@@ -118,7 +118,7 @@ class Grader:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.jailed = jail.jail_available() if use_jail is None else use_jail
         self.executor = executor or LocalExecutor(zygote=zygote)
-        self.results = course_root / "autograder" / "results"
+        self.stored = result_store(course_root)
         self._sources: dict[str, tuple[Any, Any, str]] = {}
         self.regrade_reasons: dict[tuple[str, str], str] = {}
         self.stopping = threading.Event()
@@ -156,13 +156,8 @@ class Grader:
     # -- per submission -------------------------------------------------------------------------
 
     def result_path(self, sub: Submission) -> Path:
-        """Where a submission's outcome is stored: named after the student id when it is a short, safe
-        file name (as intake makes ids), else after a hash of it, so that no id can make a name the
-        file system refuses."""
-        name = sub.student
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-            name = "id-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.results / sub.assignment / f"{name}.json"
+        """Where a submission's outcome is stored (:meth:`ResultStore.path`)."""
+        return self.stored.path(sub.student, sub.assignment)
 
     def done(self, sub: Submission, digest: str) -> Outcome | None:
         """The stored outcome of an unchanged submission graded by this version of the course, or None
@@ -171,7 +166,7 @@ class Grader:
         if not path.exists():
             return None
         try:
-            stored = Outcome.from_json(path.read_text(encoding="utf-8", errors="surrogateescape"))
+            stored = self.stored.read(path)
         except OldFormat:
             self.regrade_reasons[(sub.student, sub.assignment)] = (
                 "graded again: its stored result was written by an older version of the grader"
@@ -238,16 +233,11 @@ class Grader:
             failed.late, failed.timestamp = sub.late, sub.timestamp
             # kept where the report finds it, under a name of the grader's own; a re-run grades it again
             try:
-                self._write(self._fallback_path(sub), failed)
+                self.stored.write(self.stored.fallback_path(sub.student, sub.assignment), failed)
             except Exception:  # noqa: BLE001, S110 - the gradebook and this run's outputs still have it
                 pass
             return failed
         return outcome
-
-    def _fallback_path(self, sub: Submission) -> Path:
-        """Where the failed outcome goes when a submission's result could not be stored at its own path."""
-        key = f"{sub.student}\0{sub.assignment}".encode("utf-8", "surrogatepass")
-        return self.results / sub.assignment / f"unstored-{hashlib.sha256(key).hexdigest()[:32]}.json"
 
     def _failed(self, sub: Submission, digest: str, reason: str) -> Outcome:
         """The outcome of a submission the grader could not grade (or store), with the reason."""
@@ -259,23 +249,12 @@ class Grader:
 
     def store(self, sub: Submission, outcome: Outcome) -> None:
         """Keep a submission's outcome, so that a re-run skips it."""
-        self._write(self.result_path(sub), outcome)
-        self._fallback_path(sub).unlink(missing_ok=True)
-
-    @staticmethod
-    def _write(path: Path, outcome: Outcome) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        try:
-            tmp.write_text(outcome.to_json(), encoding="utf-8")
-            tmp.replace(path)
-        finally:
-            if tmp.is_file():
-                tmp.unlink()
+        self.stored.write(self.result_path(sub), outcome)
+        self.stored.fallback_path(sub.student, sub.assignment).unlink(missing_ok=True)
 
     def forget(self, sub: Submission) -> None:
         """Drop a submission's stored outcome, so that a re-run grades it again."""
-        for path in (self.result_path(sub), self._fallback_path(sub)):
+        for path in (self.result_path(sub), self.stored.fallback_path(sub.student, sub.assignment)):
             if path.is_file():
                 path.unlink()
 

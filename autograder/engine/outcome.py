@@ -1,5 +1,6 @@
 """The record of one graded submission: what every later step (the gradebook, the outputs, the summary,
-a re-run) reads, stored as one JSON file, written and read back only here and checked when it is read.
+a re-run) reads, stored as one JSON file (:class:`ResultStore`), written and read back only here and
+checked when it is read.
 
 A stored result of another format than :data:`STORE_FORMAT` (one written before the cells and the stop
 were typed, say) is not parsed: :meth:`Outcome.from_json` refuses it with :class:`OldFormat`, and the
@@ -7,8 +8,11 @@ grader grades that submission again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from autograder.engine import untrusted
@@ -127,3 +131,63 @@ STORED_ITEMS = {
     "errors": "str",
     "flags": "str",
 }
+
+
+class ResultStore:
+    """The course's stored outcomes: one JSON file per submission, ``<assignment>/<student>.json``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, student: str, assignment: str) -> Path:
+        """Where a submission's outcome is stored: named after the student id when it is a short, safe
+        file name (as intake makes ids), else after a hash of it, so that no id can make a name the
+        file system refuses."""
+        name = student
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+            name = "id-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return self.folder / assignment / f"{name}.json"
+
+    def fallback_path(self, student: str, assignment: str) -> Path:
+        """Where a failed outcome goes when a submission's result could not be stored at its own path."""
+        key = f"{student}\0{assignment}".encode("utf-8", "surrogatepass")
+        return self.folder / assignment / f"unstored-{hashlib.sha256(key).hexdigest()[:32]}.json"
+
+    @staticmethod
+    def write(path: Path, outcome: Outcome) -> None:
+        """Store an outcome at ``path``, whole or not at all (written beside it, then moved)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(outcome.to_json(), encoding="utf-8")
+            tmp.replace(path)
+        finally:
+            if tmp.is_file():
+                tmp.unlink()
+
+    @staticmethod
+    def read(path: Path) -> Outcome:
+        """The outcome stored at ``path`` (:meth:`Outcome.from_json` says why one cannot be read)."""
+        return Outcome.from_json(path.read_text(encoding="utf-8", errors="surrogateescape"))
+
+    def read_all(self) -> tuple[list[Outcome], list[str]]:
+        """Every stored outcome (all assignments, all runs), by assignment and student, and a sentence
+        for each stored result that cannot be used: that student's problem, stated, never a failure of
+        the report."""
+        found, unreadable = [], []
+        for path in sorted(self.folder.glob("*/*.json")):
+            try:
+                found.append(self.read(path))
+            except (OSError, ValueError, RecursionError) as exc:
+                why = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
+                who = f"{untrusted.one_line(path.stem, 300)} for {untrusted.one_line(path.parent.name, 100)}"
+                unreadable.append(
+                    f"the stored result of {who} cannot be read ({untrusted.one_line(why, 300)}): it is left "
+                    "out of these outputs, and the next grade command grades that submission again"
+                )
+        return sorted(found, key=lambda o: (o.assignment, o.student)), unreadable
+
+
+def result_store(course_root: Path) -> ResultStore:
+    """The stored outcomes of the course in ``course_root`` (``autograder/results/``)."""
+    return ResultStore(course_root / "autograder" / "results")
