@@ -21,6 +21,7 @@ from notebook_helpers import source_and_release
 from autograder import course
 from autograder.course.demo import solved
 from autograder.engine import executor as executor_module
+from autograder.engine import grade as grade_module
 from autograder.engine.grade import Limits
 from autograder.engine.jail import jail_available
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
@@ -353,8 +354,12 @@ def test_a_rerun_skips_what_is_graded_and_regrades_what_changed(graded, monkeypa
         return real(self, job_path, hard_limit)
 
     monkeypatch.setattr(executor_module.LocalExecutor, "_run", spy)
+    hashed: list[Path] = []
+    real_hash = grade_module.sha256
+    monkeypatch.setattr(grade_module, "sha256", lambda path: hashed.append(path) or real_hash(path))
     again = grade_class(inbox, ASSIGNMENT, root, FIXTURE, workers=2, limits=LIMITS, progress=False)
     assert len(ran) == 1, "only the changed submission (half) runs again"
+    assert hashed == [], "the grader uses the hash of the bytes intake read: no file is read twice"
     assert {o.student: o.score for o in again.outcomes} == {"ada": 7, "half": 0}
 
 
