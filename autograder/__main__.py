@@ -135,10 +135,10 @@ def _check(args: argparse.Namespace) -> int:
     for note in outcome.restored + outcome.errors:
         print(f"Note: {terminal(note)}")
     for cell in outcome.cells:
-        if live and not cell["feedback"].startswith("not graded"):
+        if live and not cell.feedback.startswith("not graded"):
             continue  # already shown as its cell ran
-        feedback = clean(cell["feedback"])  # several lines, none with an escape sequence
-        print(feedback if feedback.startswith(cell["grade_id"]) else f"{cell['grade_id']}: {feedback}")
+        feedback = clean(cell.feedback)  # several lines, none with an escape sequence
+        print(feedback if feedback.startswith(cell.grade_id) else f"{cell.grade_id}: {feedback}")
         print()
     return 0
 

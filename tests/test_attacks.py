@@ -340,7 +340,7 @@ def test_a_numpy_exercise_answered_with_torch_is_flagged_and_can_be_withheld(
     )  # fmt: skip
     (o,) = result.outcomes
     assert o.flags and "PyTorch" in o.flags[0] and "mse_loss" in o.flags[0]
-    mse = next(c for c in o.cells if c["grade_id"] == "test_mse_loss")
-    assert mse["score"] == (0 if withhold else 3)
-    assert ("withheld" in mse["feedback"]) == withhold
+    mse = next(c for c in o.cells if c.grade_id == "test_mse_loss")
+    assert mse.score == (0 if withhold else 3)
+    assert ("withheld" in mse.feedback) == withhold
     assert "method check" in (root / "grading" / "summary.md").read_text()

@@ -52,8 +52,8 @@ def test_each_result_is_shown_as_its_cell_runs_and_a_slow_cell_says_so(tmp_path:
     # what was shown as each cell ran is the engine's verdict for that cell, word for word
     text = "\n".join(line for _, line in out.lines)
     for cell in outcome.cells:
-        assert cell["feedback"].splitlines()[0] in text
-        assert all(line in text for line in cell["feedback"].splitlines() if line.strip())
+        assert cell.feedback.splitlines()[0] in text
+        assert all(line in text for line in cell.feedback.splitlines() if line.strip())
 
 
 def test_the_check_command_on_an_untouched_course_notebook(tmp_path: Path, capsys) -> None:

@@ -24,6 +24,7 @@ import pytest
 from autograder.course.build import SOLUTIONS
 from autograder.course.demo import STUDENTS, solved
 from autograder.engine.jail import jail_available
+from autograder.engine.outcome import Outcome
 from autograder.engine.outputs import load_runs
 from autograder.engine.pipeline import ensure_course
 
@@ -162,9 +163,9 @@ def _grade_on(address: str, inbox: Path, root: Path, cell_seconds: int) -> subpr
     return subprocess.run(command, capture_output=True, text=True, timeout=240)
 
 
-def _results(root: Path) -> dict[str, dict]:
+def _results(root: Path) -> dict[str, Outcome]:
     return {
-        p.stem: json.loads(p.read_text())
+        p.stem: Outcome.from_json(p.read_text())
         for p in (root / "autograder" / "results" / ASSIGNMENT).glob("*.json")
     }
 
@@ -206,26 +207,26 @@ def test_the_cluster_grades_as_the_local_executor_does(cluster, tmp_path: Path) 
     ran = _grade_on(address, inbox, on_dask, cell_seconds=3)
     assert ran.returncode == 0, ran.stderr[-3000:]
     graded = _results(on_dask)
-    assert {s: (o["score"], o["status"], o["jailed"]) for s, o in graded.items()} == {
+    assert {s: (o.score, o.status, o.jailed) for s, o in graded.items()} == {
         "ada": (13, "graded", True),
         "blake": (0, "graded", True),
-        "casey": (graded["casey"]["score"], "graded", True),
+        "casey": (graded["casey"].score, "graded", True),
         "loopy": (13, "graded", True),
     }
-    assert 0 < graded["casey"]["score"] < 13, "the mistakes should cost some points, not all"
-    assert any("interrupted" in e for e in graded["loopy"]["errors"]), graded["loopy"]["errors"]
+    assert 0 < graded["casey"].score < 13, "the mistakes should cost some points, not all"
+    assert any("interrupted" in e for e in graded["loopy"].errors), graded["loopy"].errors
     # the client alone wrote the executed notebooks, with no hidden test in them
     executed = (on_dask / "autograded" / "ada" / ASSIGNMENT / NOTEBOOK).read_text()
     assert "HIDDEN TESTS" not in executed and "def linear_forward" in executed
 
-    seeds = {f"{s}/{ASSIGNMENT}": o["seeds"] for s, o in graded.items()}
+    seeds = {f"{s}/{ASSIGNMENT}": o.seeds for s, o in graded.items()}
     ensure_course(local, SOLUTIONS, only=[ASSIGNMENT])
     subprocess.run(
         [sys.executable, "-c", LOCAL_RUN, str(inbox), str(local), str(SOLUTIONS), json.dumps(seeds)],
         check=True,
         timeout=240,
     )
-    assert {s: o["seeds"] for s, o in _results(local).items()} == {s: o["seeds"] for s, o in graded.items()}
+    assert {s: o.seeds for s, o in _results(local).items()} == {s: o.seeds for s, o in graded.items()}
     dask_scores, local_scores = _cell_scores(on_dask), _cell_scores(local)
     assert len(dask_scores) == 4 * 4, dask_scores  # 4 students, 4 graded cells
     assert dask_scores == local_scores
@@ -280,10 +281,10 @@ def test_a_worker_killed_mid_notebook_costs_that_notebook_only(cluster, tmp_path
     results = _results(root)
     assert sorted(results) == ["ada", "blake", "sleeper"], "every submission has a result"
     sleeper = results.pop("sleeper")
-    assert sleeper["status"] == "failed"
-    assert f"died {ALLOWED_FAILURES + 1} times" in sleeper["reason"], sleeper["reason"]
-    assert all(o["status"] == "graded" for o in results.values()), results
-    assert (results["ada"]["score"], results["blake"]["score"]) == (13, 0)
+    assert sleeper.status == "failed"
+    assert f"died {ALLOWED_FAILURES + 1} times" in sleeper.reason, sleeper.reason
+    assert all(o.status == "graded" for o in results.values()), results
+    assert (results["ada"].score, results["blake"].score) == (13, 0)
 
     # The cluster is whole again (each nanny restarted its worker); a late submission comes in.
     client.wait_for_workers(2, timeout=60)
@@ -292,7 +293,7 @@ def test_a_worker_killed_mid_notebook_costs_that_notebook_only(cluster, tmp_path
     assert again.returncode == 0, again.stderr[-3000:]
     last = load_runs(root)[-1]
     assert (last["counts"]["graded"], last["counts"]["skipped"]) == (1, 3), last
-    assert _results(root)["late"]["score"] == 13
+    assert _results(root)["late"].score == 13
 
 
 def _other_checkout(folder: Path) -> Path:
@@ -332,7 +333,7 @@ def test_a_worker_of_another_version_gets_no_notebook_and_the_run_says_so(cluste
         joined = set(client.nthreads())
         assert "gets no notebook of this run: it has other checks than the grading machine" in err, err
         results = _results(root)
-        assert {s: (o["score"], o["status"]) for s, o in results.items()} == {
+        assert {s: (o.score, o.status) for s, o in results.items()} == {
             f"slow{i}": (13, "graded") for i in range(4)
         }
         summary = (root / "grading" / "summary.md").read_text()
@@ -345,7 +346,7 @@ def test_a_worker_of_another_version_gets_no_notebook_and_the_run_says_so(cluste
         assert again.returncode == 0, again.stderr[-3000:]
         refused = [w for w in joined if f"The Dask worker {w} gets no notebook" in again.stderr]
         assert len(refused) == 1, again.stderr
-        assert _results(root)["late"]["score"] == 13
+        assert _results(root)["late"].score == 13
     finally:
         if grading.poll() is None:
             grading.kill()
@@ -405,7 +406,7 @@ def test_ctrl_c_starts_no_notebook_already_sent_and_a_run_whose_last_notebooks_f
     code, err, started = _interrupt_when_running(inbox, root, address, client, 2, "--workers", "4")
     assert code == 0, err[-3000:]
     assert "WARNING" not in err, err
-    assert {s: o["score"] for s, o in _results(root).items()} == {f"slow{i}": 13 for i in range(4)}
+    assert {s: o.score for s, o in _results(root).items()} == {f"slow{i}": 13 for i in range(4)}
 
 
 @needs_jail

@@ -21,6 +21,7 @@ from notebook_helpers import source_and_release
 from autograder import course
 from autograder.course.demo import solved
 from autograder.engine import executor as executor_module
+from autograder.engine import grade as grade_module
 from autograder.engine.grade import Limits
 from autograder.engine.jail import jail_available
 from autograder.engine.pipeline import ClassResult, ensure_course, grade_class
@@ -210,7 +211,7 @@ def outcome(result: ClassResult, student: str):
 
 
 def cell_score(o, grade_id: str) -> float:
-    return next(c["score"] for c in o.cells if c["grade_id"] == grade_id)
+    return next(c.score for c in o.cells if c.grade_id == grade_id)
 
 
 @pytest.mark.parametrize(
@@ -254,8 +255,8 @@ def test_a_stopped_notebook_keeps_the_points_of_cells_that_ran(graded) -> None:
     for student in ("stubborn", "quitter", "crasher", "chatty"):
         o = outcome(result, student)
         assert cell_score(o, "test_linear_layer") == 4
-        mse = next(c for c in o.cells if c["grade_id"] == "test_mse_loss")
-        assert mse["score"] == 0 and mse["feedback"].startswith("not graded:"), mse
+        mse = next(c for c in o.cells if c.grade_id == "test_mse_loss")
+        assert mse.score == 0 and mse.feedback.startswith("not graded:"), mse
 
 
 def test_a_cell_over_its_time_limit_is_interrupted_and_the_notebook_goes_on(graded) -> None:
@@ -290,9 +291,9 @@ def test_a_rigged_in_kernel_score_does_not_reach_the_gradebook(graded) -> None:
 
 def test_feedback_names_the_missing_answer_for_a_cheat(graded) -> None:
     o = outcome(graded[0], "cheatcompare")
-    assert "not implemented" in o.cells[0]["feedback"]
+    assert "not implemented" in o.cells[0].feedback
     forged = outcome(graded[0], "cheatforge")
-    assert all(c["score"] == 0 for c in forged.cells)
+    assert all(c.score == 0 for c in forged.cells)
 
 
 def test_every_input_file_is_accounted_for(graded) -> None:
@@ -353,8 +354,12 @@ def test_a_rerun_skips_what_is_graded_and_regrades_what_changed(graded, monkeypa
         return real(self, job_path, hard_limit)
 
     monkeypatch.setattr(executor_module.LocalExecutor, "_run", spy)
+    hashed: list[Path] = []
+    real_hash = grade_module.sha256
+    monkeypatch.setattr(grade_module, "sha256", lambda path: hashed.append(path) or real_hash(path))
     again = grade_class(inbox, ASSIGNMENT, root, FIXTURE, workers=2, limits=LIMITS, progress=False)
     assert len(ran) == 1, "only the changed submission (half) runs again"
+    assert hashed == [], "the grader uses the hash of the bytes intake read: no file is read twice"
     assert {o.student: o.score for o in again.outcomes} == {"ada": 7, "half": 0}
 
 
@@ -392,7 +397,7 @@ def test_a_learner_checks_a_notebook_with_the_visible_tests(graded, tmp_path: Pa
     shutil.copy(root.parent / "inbox" / f"half_{ASSIGNMENT}.ipynb", path)
     o = check_notebook(path, solutions=FIXTURE)
     assert (o.assignment, o.score, o.max_score) == (ASSIGNMENT, 4, 7)
-    assert "mse_loss is not implemented yet" in o.cells[1]["feedback"]
+    assert "mse_loss is not implemented yet" in o.cells[1].feedback
 
 
 def test_without_the_zygote_kernels_start_behind_unshare_and_grade_the_same(graded, tmp_path: Path) -> None:

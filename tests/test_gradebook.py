@@ -26,6 +26,7 @@ from test_engine import FIXTURE, LIMITS, blank_answer, solved
 from autograder.course.build import nbgrader_config
 from autograder.engine.gradebook import GradebookError, feedback_config
 from autograder.engine.lms import canvas_file_name, moodle_file_name
+from autograder.engine.outcome import CellResult
 from autograder.engine.pipeline import ensure_course, grade_class, report_course
 
 TINY = "01_tiny"
@@ -398,8 +399,8 @@ def test_a_class_is_written_in_one_transaction_all_or_nothing(course) -> None:
 
     zeroed = dataclasses.replace(outcomes[0], cells=copy.deepcopy(outcomes[0].cells))
     for cell in zeroed.cells:
-        cell["score"] = 0.0
-    broken = dataclasses.replace(outcomes[1], cells=[{"grade_id": "no-such-cell", "score": 1.0}])
+        cell.score = 0.0
+    broken = dataclasses.replace(outcomes[1], cells=[CellResult("no-such-cell", 1.0, 1.0, "")])
     with pytest.raises(Exception, match="no-such-cell|No such"):
         record(db, [zeroed, broken], by_name, people, "zero")
     assert final_scores(db) == before

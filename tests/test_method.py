@@ -322,13 +322,13 @@ def test_withhold_flagged_sets_the_evading_exercises_test_cell_to_zero(tmp_path)
     assert outcome.status == "graded", outcome.reason
     (flag,) = outcome.flags
     assert flag.startswith("LinearFunction (in cell ") and "torch.autograd.grad" in flag
-    scores = {c["grade_id"]: c for c in outcome.cells}
+    scores = {c.grade_id: c for c in outcome.cells}
     withheld = scores["test_linear_function"]
-    assert withheld["score"] == 0.0 and withheld["feedback"].startswith("points withheld")
-    assert "needs_input_grad" in withheld["feedback"], "the check's own report follows the reason"
+    assert withheld.score == 0.0 and withheld.feedback.startswith("points withheld")
+    assert "needs_input_grad" in withheld.feedback, "the check's own report follows the reason"
     # the other exercises keep their points: MulConstant (whose cell holds the helper) is not flagged
-    assert scores["test_mul_constant"]["score"] == 1.0
-    assert outcome.score == outcome.max_score - withheld["points"]
+    assert scores["test_mul_constant"].score == 1.0
+    assert outcome.score == outcome.max_score - withheld.points
 
 
 def test_what_the_guarantees_say_still_evades_is_not_flagged() -> None:

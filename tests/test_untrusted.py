@@ -140,7 +140,7 @@ def test_four_forgers_beside_two_honest_learners_are_each_their_own_outcome(forg
     for i in range(4):
         forger = results[f"forger{i}"]
         assert (forger.score, forger.status) == (0, "graded")
-        assert [c["feedback"] for c in forger.cells if c["grade_id"] == "test_linear_layer"] == [why]
+        assert [c.feedback for c in forger.cells if c.grade_id == "test_linear_layer"] == [why]
     with (root / "grading" / "grades.csv").open(encoding="utf-8") as f:
         scores = {row["student"]: row["score"] for row in csv.DictReader(f)}
     assert scores == {
@@ -223,7 +223,7 @@ def test_kernel_text_no_utf8_file_can_hold_is_stored_renderable_and_shown_escape
     error = "RuntimeError: ]0;pwned[2J <script>alert(1)</script> | 7 / 7 |"
     assert len(ghost.errors) == 1 and ghost.errors[0].endswith(f") raised {error}"), ghost.errors
     assert ghost.errors[0].startswith("cell "), ghost.errors
-    mse = next(c["feedback"] for c in ghost.cells if c["grade_id"] == "test_mse_loss")
+    mse = next(c.feedback for c in ghost.cells if c.grade_id == "test_mse_loss")
     assert "bad \ufffd [31mred" in mse and "\x1b" not in mse, mse
     page = (root / "feedback" / "ghost" / TINY / f"{TINY}.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from autograder.engine import untrusted
-from autograder.engine.contract import Stop, StopReason
+from autograder.engine.contract import Stop, StopReason, parse_event
 from autograder.engine.intake import Rejected
-from autograder.engine.outcome import Outcome
+from autograder.engine.outcome import CellResult, Outcome
 from autograder.engine.outputs import summary_text
 from autograder.engine.systemic import systemic_failure
 
@@ -96,8 +97,8 @@ def test_nothing_is_stored_that_cannot_be_rendered_and_a_bad_stored_one_says_why
 
 
 def test_the_guard_holds_back_only_environment_failures_and_never_points() -> None:
-    broken = Stop(StopReason.KERNEL_FAILED, detail="jail: mount failed").to_dict()
-    env = [outcome(f"e{i}", 0.0, status="stopped", reason="no kernel", stop=broken) for i in range(4)]
+    broken = Stop(StopReason.KERNEL_FAILED, detail="jail: mount failed")
+    env = [outcome(f"e{i}", 0.0, status="stopped", stop=broken) for i in range(4)]
     honest = [outcome("h0", 7.0), outcome("h1", 7.0)]
     found = systemic_failure(env + honest)
     assert found is not None and found.held_back == env
@@ -106,26 +107,35 @@ def test_the_guard_holds_back_only_environment_failures_and_never_points() -> No
     )
     assert "(the 2 other results were)" in found.sentence
     # the same stop with points earned before it, or four learners' identical bad evidence: no guard
-    earned = [outcome(f"p{i}", 3.0, status="stopped", reason="no kernel", stop=broken) for i in range(4)]
+    earned = [outcome(f"p{i}", 3.0, status="stopped", stop=broken) for i in range(4)]
     assert systemic_failure(earned + honest) is None
     why = "not graded: the evidence its check recorded is malformed (malformed array in evidence: ...)"
-    malformed = {"grade_id": "t", "points": 4.0, "score": 0.0, "feedback": why}
+    malformed = CellResult("t", 4.0, 0.0, why)
     forgers = [outcome(f"f{i}", 0.0, cells=[malformed]) for i in range(4)]
     assert systemic_failure(forgers + honest) is None
-    own = {**malformed, "feedback": "not graded: the test cell raised ZeroDivisionError: division by zero"}
+    own = replace(malformed, feedback="not graded: the test cell raised ZeroDivisionError: division by zero")
     assert systemic_failure([outcome(f"z{i}", 0.0, cells=[own]) for i in range(4)]) is None
 
 
 def test_kernel_text_in_events_is_cleaned_and_cut_where_it_crosses_into_the_grader() -> None:
     from autograder.grading.verdicts import clean_event
 
-    end = {"event": "end", "reason": "bad_message", "detail": "\x1b[2J\ud800" + "m" * 1000 + ": KeyError"}
-    cell = {"event": "cell", "id": "x\x1b]0;t\x07", "error": "E: " + "\u202e" + "e" * 5000, "seconds": 1.0}
+    end = parse_event(
+        {"event": "end", "reason": "bad_message", "detail": "\x1b[2J\ud800" + "m" * 1000 + ": KeyError"}
+    )
+    cell = parse_event(
+        {
+            "event": "cell",
+            "index": 1,
+            "id": "x\x1b]0;t\x07",
+            "status": "error",
+            "error": "E: " + "\u202e" + "e" * 5000,
+            "seconds": 1.0,
+        }
+    )
     cleaned_end, cleaned_cell = clean_event(end), clean_event(cell)
-    assert cleaned_end["detail"] == "[2J\ufffd" + "m" * 493 + "..."
-    assert (cleaned_cell["id"], len(cleaned_cell["error"]), cleaned_cell["seconds"]) == ("x]0;t", 2000, 1.0)
-    assert (
-        Stop.from_dict(cleaned_end)
-        .sentence()
-        .startswith("the notebook sent the grader a message it could not handle ([2J\ufffdmmm")
+    assert cleaned_end.stop.detail == "[2J\ufffd" + "m" * 493 + "..."
+    assert (cleaned_cell.id, len(cleaned_cell.error), cleaned_cell.seconds) == ("x]0;t", 2000, 1.0)
+    assert cleaned_end.stop.sentence().startswith(
+        "the notebook sent the grader a message it could not handle ([2J\ufffdmmm"
     )

@@ -9,11 +9,12 @@ from check_helpers import solution_cells
 
 from autograder.checks.evidence import EvidenceError, dumps, loads
 from autograder.checks.linear_layer import LINEAR_LAYER, collect_linear_layer, collect_mse_loss
+from autograder.engine.contract import CellEvent, EventLog, parse_event
+from autograder.engine.outcome import CellResult
 from autograder.grading.linear_layer import grade_linear_layer, grade_mse_loss
 from autograder.grading.prepare import CheckCall, GradeCell
 from autograder.grading.verdicts import (
     STOP_REASONS,
-    CellResult,
     NotebookResult,
     check_for,
     describe_stop,
@@ -42,11 +43,13 @@ def linear_evidence(seed: int, backward=linear_backward) -> str:
     return dumps(collect_linear_layer(linear_forward, backward, seed=seed))
 
 
-def cell_event(grade_id: str, *evidence: str, status: str = "ok", error: str | None = None) -> dict:
-    event = {"event": "cell", "index": 3, "id": grade_id, "status": status, "evidence": list(evidence)}
-    if error:
-        event["error"] = error
-    return event
+def cell_event(grade_id: str, *evidence: str, status: str = "ok", error: str | None = None) -> CellEvent:
+    return CellEvent(3, grade_id, status, 0.1, error, list(evidence))
+
+
+def log(*events: CellEvent | dict) -> EventLog:
+    """The events as the grader reads them back: an object the runner would not write is no event."""
+    return EventLog([e for e in (parse_event(e) if isinstance(e, dict) else e for e in events) if e])
 
 
 @pytest.fixture(scope="module")
@@ -306,12 +309,12 @@ def mse_evidence(seed: int) -> str:
 def test_grade_notebook_totals(correct, wrong) -> None:
     events = [
         {"event": "kernel", "seconds": 0.5},
-        {"event": "cell", "index": 1, "id": "setup", "status": "ok"},
+        {"event": "cell", "index": 1, "id": "setup", "status": "ok", "seconds": 0.1},
         cell_event(LINEAR.grade_id, wrong[0], wrong[7]),
         cell_event(MSE.grade_id, mse_evidence(0), mse_evidence(7)),
         {"event": "end", "reason": None, "seconds": 3.0},
     ]
-    result = grade_notebook([LINEAR, MSE], events)
+    result = grade_notebook([LINEAR, MSE], log(*events))
     assert isinstance(result, NotebookResult)
     assert [(c.grade_id, c.score, c.passed) for c in result.cells] == [
         ("test_linear_layer", 2.77, False),
@@ -326,7 +329,7 @@ def test_grade_notebook_full_marks(correct) -> None:
         cell_event(MSE.grade_id, mse_evidence(0), mse_evidence(7)),
         {"event": "end", "reason": None},
     ]
-    result = grade_notebook([LINEAR, MSE], events)
+    result = grade_notebook([LINEAR, MSE], log(*events))
     assert (result.score, result.max_score, result.stop) == (7.0, 7.0, None)
     assert all(c.passed for c in result.cells)
 
@@ -334,7 +337,7 @@ def test_grade_notebook_full_marks(correct) -> None:
 def test_grade_notebook_stopped_keeps_the_cells_that_ran(correct) -> None:
     end = {"event": "end", "reason": "dead", "cell": "mine", "detail": "the kernel exited with status 3"}
     stop = "the kernel died (the kernel exited with status 3) (in cell 'mine')"
-    result = grade_notebook([LINEAR, MSE], [cell_event(LINEAR.grade_id, correct[0], correct[7]), end])
+    result = grade_notebook([LINEAR, MSE], log(cell_event(LINEAR.grade_id, correct[0], correct[7]), end))
     assert result.stop == stop
     assert result.cells == [
         CellResult(
@@ -350,7 +353,7 @@ def test_grade_notebook_stopped_keeps_the_cells_that_ran(correct) -> None:
 
 
 def test_grade_notebook_without_an_end_event_says_the_grader_stopped_it(correct) -> None:
-    result = grade_notebook([LINEAR, MSE], [cell_event(LINEAR.grade_id, correct[0], correct[7])])
+    result = grade_notebook([LINEAR, MSE], log(cell_event(LINEAR.grade_id, correct[0], correct[7])))
     assert result.stop == "the grader stopped the notebook at its hard time limit"
     assert [c.score for c in result.cells] == [4.0, 0.0]
     assert result.cells[1].feedback == "not graded: the grader stopped the notebook at its hard time limit"
@@ -363,22 +366,22 @@ def test_grade_notebook_uses_the_last_end_event_and_the_last_event_of_a_cell(cor
         {"event": "end", "reason": "killed"},
         {"event": "end", "reason": None},
     ]
-    result = grade_notebook([LINEAR], events)
+    result = grade_notebook([LINEAR], log(*events))
     assert (result.stop, result.cells[0].score) == (None, 2.77)
 
 
 def test_grade_notebook_ignores_evidence_in_events_of_other_cells(correct) -> None:
     events = [
-        {"event": "cell", "id": "mine", "status": "ok", "evidence": [correct[7]]},
+        {"event": "cell", "index": 2, "id": "mine", "status": "ok", "seconds": 0.1, "evidence": [correct[7]]},
         cell_event(LINEAR.grade_id),
         {"event": "kernel", "id": LINEAR.grade_id, "evidence": [correct[7]]},
         {"event": "end", "reason": None},
     ]
-    result = grade_notebook([LINEAR], events)
+    result = grade_notebook([LINEAR], log(*events))
     assert result.cells == [CellResult("test_linear_layer", 4.0, 0.0, NO_RESULT)]
     assert (result.score, result.max_score) == (0.0, 4.0)
 
 
 def test_grade_notebook_of_no_cells() -> None:
-    result = grade_notebook([], [{"event": "end", "reason": None}])
+    result = grade_notebook([], log({"event": "end", "reason": None}))
     assert (result.cells, result.score, result.max_score, result.stop) == ([], 0.0, 0, None)

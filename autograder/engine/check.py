@@ -14,8 +14,6 @@ a fresh build), so no nbgrader command runs either; without it the course is bui
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -28,7 +26,17 @@ import nbformat
 
 from autograder.course import SOLUTIONS, Assignment, assignments, grade_id
 from autograder.engine import runner
-from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
+from autograder.engine.contract import (
+    CellEvent,
+    Event,
+    Job,
+    KernelEvent,
+    Limits,
+    Stop,
+    StopReason,
+    parse_line,
+    read_events,
+)
 from autograder.engine.executor import Executed, Work, timing_breakdown
 from autograder.engine.grade import Grader
 from autograder.engine.intake import Submission
@@ -67,18 +75,18 @@ class Progress:
         self.running = next((i for i in code if self.cells[i].source.strip()), None)
         self.since, self.announced = time.monotonic(), 0.0
 
-    def event(self, event: dict[str, Any]) -> None:
+    def event(self, event: Event) -> None:
         """One event of the runner: a test cell's result is graded and printed at once."""
-        if event.get("event") == "cell":
-            cell = self.graded.get(event.get("id"))
-            if cell is not None and event.get("status") in ("ok", "error", "interrupted"):
+        if isinstance(event, CellEvent):
+            cell = self.graded.get(event.id) if event.id is not None else None
+            if cell is not None and event.status in ("ok", "error", "interrupted"):
                 self._show(cell, event)  # a stop is told with the whole result, in the stop's own words
-            self._next(int(event.get("index", -1)))
-        elif event.get("event") == "kernel":
+            self._next(event.index)
+        elif isinstance(event, KernelEvent):
             self.started = True
             self._next(-1)
 
-    def _show(self, cell: GradeCell, event: dict[str, Any]) -> None:
+    def _show(self, cell: GradeCell, event: CellEvent) -> None:
         from autograder.grading.verdicts import grade_cell
 
         result = grade_cell(cell, event, None)
@@ -146,9 +154,7 @@ class InProcessExecutor:
             watcher.join()
             os.environ.clear()
             os.environ.update(environ)
-        events = read_events(events_path)
-        if not any(e.get("event") == "end" for e in events):
-            events.append(end_event(Stop(StopReason.RUNNER_FAILED)))
+        events = read_events(events_path).ended(Stop(StopReason.RUNNER_FAILED))
         return Executed(events, None, timing_breakdown(events, spawned, time.time()))
 
     def _watch(self, path: Path, done: threading.Event) -> None:
@@ -169,11 +175,8 @@ class InProcessExecutor:
                     new = log.read()
                 offset += len(new)
             *lines, partial = (partial + new).split(b"\n")
-            for line in lines:
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if isinstance(event, dict):
-                        self.progress.event(event)
+            for event in filter(None, map(parse_line, lines)):
+                self.progress.event(event)
             if finished:
                 return
             if not lines:  # nothing new since the last look: the cell is still running

@@ -2,11 +2,12 @@
 
 The grader (:mod:`autograder.engine.grade`) writes a :class:`Job` for each notebook; the runner
 (:mod:`autograder.engine.runner`) reads it, executes the notebook and appends its events, one JSON
-object a line: ``start``, ``kernel``, one ``cell`` event per executed code cell (:func:`cell_event`)
-and one ``end`` event (:func:`end_event`), whose :class:`Stop` says why execution stopped early, if
-it did. The grader reads the events back (:func:`read_events`) and grades from them
-(:mod:`autograder.grading.verdicts`). Nothing here imports the rest of the engine: the runner loads
-it in a process of its own.
+object a line (:class:`Events`): a :class:`StartEvent`, a :class:`KernelEvent`, one
+:class:`CellEvent` per executed code cell and one :class:`EndEvent`, whose :class:`Stop` says why
+execution stopped early, if it did. The grader reads them back as typed records (:func:`read_events`,
+an :class:`EventLog`) and grades from them (:mod:`autograder.grading.verdicts`): no other module
+writes or parses an event. Nothing here imports the rest of the engine: the runner loads it in a
+process of its own.
 """
 
 from __future__ import annotations
@@ -87,30 +88,74 @@ class StopReason(Enum):
     @property
     def wording(self) -> str:
         """How the reason reads in feedback, with ``{limit}``, ``{bytes}`` and ``{detail}`` to fill in."""
-        return _WORDING[self][0] + _WORDING[self][1]
+        return "".join(_WORDING[self])
 
     @property
     def headline(self) -> str:
         """The wording without its tail (what the grades table shows)."""
+        return _WORDING[self][0] + _WORDING[self][1]
+
+    @property
+    def gist(self) -> str:
+        """The headline without what it fills in: the same words for every stop of this reason."""
         return _WORDING[self][0]
 
 
-#: Each reason's wording, as its headline and the tail that completes the sentence.
-_WORDING: dict[StopReason, tuple[str, str]] = {
-    StopReason.CELL_TIMEOUT: ("a cell ran longer than the {limit} s a cell may take", ", and was stopped"),
-    StopReason.NOTEBOOK_TIMEOUT: ("the notebook ran longer than its time limit", ", and was stopped"),
+#: Each reason's wording: its gist, what the headline fills in after it, and the tail that completes
+#: the sentence.
+_WORDING: dict[StopReason, tuple[str, str, str]] = {
+    StopReason.CELL_TIMEOUT: (
+        "a cell ran longer than the {limit} s a cell may take",
+        "",
+        ", and was stopped",
+    ),
+    StopReason.NOTEBOOK_TIMEOUT: ("the notebook ran longer than its time limit", "", ", and was stopped"),
     StopReason.OUTPUT_LIMIT: (
         "the notebook printed more than the {bytes} bytes of output allowed",
+        "",
         ", and was stopped",
     ),
-    StopReason.DEAD: ("the kernel died ({detail})", ""),
-    StopReason.KERNEL_FAILED: ("the kernel could not be started ({detail})", ""),
-    StopReason.KILLED: ("the grader stopped the notebook at its hard time limit", ""),
-    StopReason.RUNNER_FAILED: ("the grader's runner failed ({detail})", ""),
+    StopReason.DEAD: ("the kernel died", " ({detail})", ""),
+    StopReason.KERNEL_FAILED: ("the kernel could not be started", " ({detail})", ""),
+    StopReason.KILLED: ("the grader stopped the notebook at its hard time limit", "", ""),
+    StopReason.RUNNER_FAILED: ("the grader's runner failed", " ({detail})", ""),
     StopReason.BAD_MESSAGE: (
-        "the notebook sent the grader a message it could not handle ({detail})",
+        "the notebook sent the grader a message it could not handle",
+        " ({detail})",
         ", and was stopped",
     ),
+}
+
+
+def _checked(
+    what: str, data: Any, kinds: dict[str, tuple[type, ...]], required: tuple[str, ...] = ()
+) -> dict:
+    """``data`` when it is an object whose keys are among ``kinds`` (each value of one of its types,
+    ``required`` ones present), else :class:`ValueError` saying which key is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is a {type(data).__name__}, not an object")
+    unknown = sorted(set(data) - set(kinds))
+    if unknown:
+        raise ValueError(f"{what} has an unknown key {unknown[0]!r}")
+    for key in required:
+        if key not in data:
+            raise ValueError(f"{what} has no {key!r}")
+    for key, value in data.items():
+        allowed = kinds[key]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ValueError(f"{what}'s {key!r} is a {type(value).__name__}")
+    return data
+
+
+_TEXT = (str, type(None))
+_NUMBER = (int, float, type(None))
+#: A stop's keys, as an end event and a stored outcome write them.
+_STOP_KEYS: dict[str, tuple[type, ...]] = {
+    "reason": _TEXT,
+    "cell": _TEXT,
+    "limit": _NUMBER,
+    "bytes": (int, type(None)),
+    "detail": _TEXT,
 }
 
 
@@ -162,73 +207,176 @@ class Stop:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Stop | None:
-        """The stop an end event (or a stored outcome) records, or None when the notebook ran to the end."""
-        code = data.get("reason")
+        """The stop an end event (or a stored outcome) records, or None when the notebook ran to the end;
+        :class:`ValueError` when one of its keys holds another type than :meth:`to_dict` writes."""
+        stop = {k: v for k, v in data.items() if k in _STOP_KEYS}
+        _checked("a stop", stop, _STOP_KEYS)
+        code = stop.get("reason")
         if not code:
             return None
         try:
             reason: StopReason | str = StopReason(code)
         except ValueError:
-            reason = str(code)
-        return cls(reason, data.get("cell"), data.get("limit"), data.get("bytes"), data.get("detail"))
+            reason = code
+        return cls(reason, stop.get("cell"), stop.get("limit"), stop.get("bytes"), stop.get("detail"))
 
 
-def end_event(stop: Stop | None, seconds: float | None = None) -> dict[str, Any]:
-    """The runner's last event: how long the notebook ran (when known), and the stop if it stopped early."""
-    event: dict[str, Any] = {"event": "end"} if seconds is None else {"event": "end", "seconds": seconds}
-    return {**event, **(stop.to_dict() if stop else {"reason": None})}
+# -- the runner's events --------------------------------------------------------------------------
 
 
-def cell_event(
-    index: int,
-    cell_id: str | None,
-    status: str,
-    seconds: float,
-    error: str | None = None,
-    evidence: list[str] | None = None,
-    stderr: bool | None = None,
-) -> dict[str, Any]:
-    """The runner's event for one executed code cell.
+@dataclass
+class StartEvent:
+    """The runner read the job."""
+
+    t: float | None = None
+    """When it was written (wall-clock time, :meth:`Events.write` stamps it), for the timing breakdown."""
+
+
+@dataclass
+class KernelEvent:
+    """The kernel answered: how long it took to start, and its CPU time then (where it can be read)."""
+
+    seconds: float
+    cpu: float | None = None
+    t: float | None = None
+
+
+@dataclass
+class CellEvent:
+    """One executed code cell.
 
     ``status`` is ``ok``, ``error``, ``interrupted`` (over its time limit, and the notebook went on),
     ``timeout``, ``dead``, ``output_limit`` or ``bad_message``; ``error`` is the cell's error, cut
     and with hidden test lines taken out; a graded cell's event also has the check ``evidence`` it
-    published and whether it wrote to ``stderr``.
-    """
-    event: dict[str, Any] = {"event": "cell", "index": index, "id": cell_id, "status": status}
-    event["seconds"] = round(seconds, 3)
-    if error is not None:
-        event["error"] = error
-    if evidence is not None:
-        event["evidence"] = evidence
-    if stderr is not None:
-        event["stderr"] = stderr
-    return event
+    published and whether it wrote to ``stderr`` (None for other cells)."""
+
+    index: int
+    id: str | None
+    status: str
+    seconds: float
+    error: str | None = None
+    evidence: list[str] | None = None
+    stderr: bool | None = None
+    cpu: float | None = None
+    """The kernel's CPU seconds on this cell, where the runner can read them."""
+    t: float | None = None
+
+    def __post_init__(self) -> None:
+        self.seconds = round(self.seconds, 3)
+
+
+@dataclass
+class EndEvent:
+    """The runner's last event: the stop, if the notebook stopped early, and how long it ran (when known)."""
+
+    stop: Stop | None = None
+    seconds: float | None = None
+    t: float | None = None
+
+
+Event = StartEvent | KernelEvent | CellEvent | EndEvent
+_KINDS: dict[str, type] = {"start": StartEvent, "kernel": KernelEvent, "cell": CellEvent, "end": EndEvent}
+_NAMES = {kind: name for name, kind in _KINDS.items()}
+_EVENT_KEYS: dict[type, dict[str, tuple[type, ...]]] = {
+    StartEvent: {"t": _NUMBER},
+    KernelEvent: {"seconds": (int, float), "cpu": _NUMBER, "t": _NUMBER},
+    CellEvent: {
+        "index": (int,),
+        "id": _TEXT,
+        "status": (str,),
+        "seconds": (int, float),
+        "error": _TEXT,
+        "evidence": (list, type(None)),
+        "stderr": (bool, type(None)),
+        "cpu": _NUMBER,
+        "t": _NUMBER,
+    },
+    EndEvent: {"seconds": _NUMBER, "t": _NUMBER, **_STOP_KEYS},
+}
+_REQUIRED = {KernelEvent: ("seconds",), CellEvent: ("index", "id", "status", "seconds")}
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """An event as the runner writes it, one JSON object: its kind, then what is set."""
+    data: dict[str, Any] = {"event": _NAMES[type(event)]}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if f.name == "stop":
+            data.update(value.to_dict() if value else {"reason": None})
+        elif value is not None:
+            data[f.name] = value
+    return data
+
+
+def parse_event(data: Any) -> Event | None:
+    """The event a JSON object written by :func:`event_dict` records, or None when it is none (another
+    kind, a key unknown or of another type): the runner wrote it, and a line it did not is no event."""
+    kind = _KINDS.get(data.get("event")) if isinstance(data, dict) else None
+    if kind is None:
+        return None
+    body = {k: v for k, v in data.items() if k != "event"}
+    try:
+        _checked("an event", body, _EVENT_KEYS[kind], _REQUIRED.get(kind, ()))
+        if kind is EndEvent:
+            return EndEvent(Stop.from_dict(body), body.get("seconds"), body.get("t"))
+        if kind is CellEvent and not all(isinstance(e, str) for e in body.get("evidence") or []):
+            return None
+        return kind(**body)
+    except ValueError:
+        return None
+
+
+def parse_line(line: str | bytes) -> Event | None:
+    """One line of an event log as an event, or None (not JSON: a cut last line; not an event)."""
+    try:
+        return parse_event(json.loads(line))
+    except ValueError:
+        return None
+
+
+@dataclass
+class EventLog:
+    """The events of one run of a notebook, in the order the runner wrote them."""
+
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def cells(self) -> list[CellEvent]:
+        """Every cell's event."""
+        return [e for e in self.events if isinstance(e, CellEvent)]
+
+    @property
+    def end(self) -> EndEvent | None:
+        """The last end event, or None when the runner wrote none."""
+        return next((e for e in reversed(self.events) if isinstance(e, EndEvent)), None)
+
+    def stamp(self, kind: type) -> float | None:
+        """When the first event of ``kind`` was written, or None."""
+        return next((e.t for e in self.events if isinstance(e, kind) and e.t is not None), None)
+
+    def ended(self, stop: Stop) -> EventLog:
+        """The log, with an end event of ``stop`` when the runner wrote none (it was killed, or failed)."""
+        if self.end is None:
+            self.events.append(EndEvent(stop))
+        return self
 
 
 class Events:
-    """The job's event log: one JSON object a line, flushed as soon as it is written."""
+    """The job's event log, as the runner writes it: one JSON object a line, flushed at once."""
 
     def __init__(self, path: Path) -> None:
         self._file = Path(path).open("a", encoding="utf-8")
 
-    def write(self, event: dict[str, Any]) -> None:
+    def write(self, event: Event) -> None:
         """Append one event, stamped with the wall-clock time (for the engine's timing breakdown)."""
-        event["t"] = time.time()
-        self._file.write(json.dumps(event) + "\n")
+        event.t = time.time()
+        self._file.write(json.dumps(event_dict(event)) + "\n")
         self._file.flush()
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The events a runner wrote, skipping any line that is not a JSON object (a cut last line)."""
-    events: list[dict[str, Any]] = []
+def read_events(path: Path) -> EventLog:
+    """The events a runner wrote, skipping any line that is no event (a cut last line)."""
     if not path.exists():
-        return events
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+        return EventLog()
+    lines = path.read_text(errors="replace").splitlines()
+    return EventLog([e for e in map(parse_line, lines) if e is not None])

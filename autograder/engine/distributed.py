@@ -29,8 +29,6 @@ Nothing imports this module unless a scheduler is given: grading on one machine 
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import sys
 import threading
@@ -41,7 +39,7 @@ from distributed import CancelledError, Client, KilledWorker, TimeoutError, Work
 
 from autograder.engine import jail
 from autograder.engine.executor import Executed, ExecutorLost, LocalExecutor, NotStarted, Work
-from autograder.engine.grade import GRADING_CODE, _code_files
+from autograder.engine.grade import code_version
 
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0
@@ -101,15 +99,11 @@ class RunnerPlugin(WorkerPlugin):
             self.executor.kill()
 
 
-@functools.cache
 def checks_version() -> str:
-    """A hash of the checks' code as installed here: a worker grading with other checks than the grader
-    would give other scores than the grader records and than a local run."""
-    digest = hashlib.sha256()
-    for module in GRADING_CODE:
-        for name, f in _code_files(module):
-            digest.update(f"{module}/{name}".encode() + b"\0" + f.read_bytes())
-    return digest.hexdigest()
+    """A hash of the checks' code as installed here (:func:`~autograder.engine.grade.code_version`): a
+    worker grading with other checks than the grader would give other scores than the grader records
+    and than a local run."""
+    return code_version()
 
 
 def refusal(checks: str, jailed: bool) -> str | None:

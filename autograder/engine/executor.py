@@ -18,10 +18,19 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from autograder.engine import jail
-from autograder.engine.contract import Job, Limits, Stop, StopReason, end_event, read_events
+from autograder.engine.contract import (
+    EventLog,
+    Job,
+    KernelEvent,
+    Limits,
+    StartEvent,
+    Stop,
+    StopReason,
+    read_events,
+)
 
 
 @dataclass
@@ -44,9 +53,8 @@ class Work:
 class Executed:
     """What running a :class:`Work` gave back: the evidence to grade from, nothing graded yet."""
 
-    events: list[dict[str, Any]]
-    """The runner's events, always ending in an ``end`` event (the executor's own when the runner wrote
-    none)."""
+    events: EventLog
+    """The runner's events, always with an end event (the executor's own when the runner wrote none)."""
     notebook: bytes | None
     """The executed notebook as the runner wrote it (the hidden tests still in it), or None."""
     timing: dict[str, float]
@@ -104,23 +112,23 @@ class LocalExecutor:
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
         executed = self.work / f"{job_dir.name}.executed.ipynb"
         try:
-            job_path = self._write_job(work, job_dir, executed)
+            job, job_path = self._write_job(work, job_dir, executed)
             spawned = time.time()
             killed, last_line = self._run(job_path, work.limits.notebook_seconds + 120)
             exited = time.time()
-            events = read_events(Path(Job.read(job_path).events))
+            events = read_events(Path(job.events))
             notebook = executed.read_bytes() if executed.exists() else None
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
             for leftover in self.work.glob(f"{job_dir.name}.*"):
                 leftover.unlink(missing_ok=True)
-        if not any(e.get("event") == "end" for e in events):
-            reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
-            events.append(end_event(Stop(reason, detail=last_line)))
+        reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
+        events.ended(Stop(reason, detail=last_line))
         return Executed(events, notebook, timing_breakdown(events, spawned, exited))
 
-    def _write_job(self, work: Work, job_dir: Path, executed: Path) -> Path:
-        """Write the notebook to run beside its job folder, and the job (and jail) description."""
+    def _write_job(self, work: Work, job_dir: Path, executed: Path) -> tuple[Job, Path]:
+        """Write the notebook to run beside its job folder, and the job (and jail) description; return
+        the job and where it was written (the runner's path to it)."""
         self._seed_matplotlib_cache(job_dir / ".matplotlib")
         # The prepared notebook holds the hidden tests: it stays outside the kernel's folder.
         notebook = self.work / f"{job_dir.name}.ipynb"
@@ -151,7 +159,7 @@ class LocalExecutor:
             job.jail_spec = str(spec_path)
         job_path = self.work / f"{job_dir.name}.job.json"
         job.write(job_path)
-        return job_path
+        return job, job_path
 
     def _seed_matplotlib_cache(self, folder: Path) -> None:
         """Give the job's kernel a built font cache: a fresh one costs every notebook seconds to build."""
@@ -281,7 +289,7 @@ class RunnerProcess:
         self.proc = None
 
 
-def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float) -> dict[str, float]:
+def timing_breakdown(events: EventLog, spawned: float, exited: float) -> dict[str, float]:
     """Split one runner's wall time into phases, from the time stamps on its events.
 
     ``runner_start``: from handing the job to the runner to its first event (reading the job);
@@ -291,11 +299,10 @@ def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float
     Where the runner could read the kernel's CPU time, also ``cells_cpu``: the CPU seconds the kernel
     spent on the cells (not a phase: part of ``cells``).
     """
-    stamps = {e.get("event"): e.get("t") for e in events if isinstance(e.get("t"), (int, float))}
-    cells = [e["t"] for e in events if e.get("event") == "cell" and isinstance(e.get("t"), (int, float))]
-    start, kernel = stamps.get("start"), stamps.get("kernel")
+    start, kernel = events.stamp(StartEvent), events.stamp(KernelEvent)
     if start is None or kernel is None:
         return {}
+    cells = [e.t for e in events.cells if e.t is not None]
     last = cells[-1] if cells else kernel
     phases = {
         "runner_start": round(start - spawned, 3),
@@ -303,7 +310,7 @@ def timing_breakdown(events: list[dict[str, Any]], spawned: float, exited: float
         "cells": round(last - kernel, 3),
         "shutdown": round(exited - last, 3),
     }
-    cpu = [e["cpu"] for e in events if e.get("event") == "cell" and isinstance(e.get("cpu"), (int, float))]
+    cpu = [e.cpu for e in events.cells if e.cpu is not None]
     if cpu:
         phases["cells_cpu"] = round(sum(cpu), 3)
     return phases

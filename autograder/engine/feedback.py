@@ -48,14 +48,12 @@ def feedback_html(o: Outcome) -> str:
     parts.append("<h2>Exercises</h2><table><tr><th>test</th><th>points</th></tr>")
     for c in o.cells:
         parts.append(
-            f"<tr><td>{e(c['grade_id'])}</td><td class='{_cls(c['score'], c['points'])}'>"
-            f"{c['score']:g} / {c['points']:g}</td></tr>"
+            f"<tr><td>{e(c.grade_id)}</td><td class='{_cls(c.score, c.points)}'>"
+            f"{c.score:g} / {c.points:g}</td></tr>"
         )
     parts.append("</table>")
     for c in o.cells:
-        parts.append(
-            f"<h3>{e(c['grade_id'])}: {c['score']:g} / {c['points']:g}</h3><pre>{e(c['feedback'])}</pre>"
-        )
+        parts.append(f"<h3>{e(c.grade_id)}: {c.score:g} / {c.points:g}</h3><pre>{e(c.feedback)}</pre>")
     if o.errors:
         parts.append("<h2>Errors in your other cells</h2><ul>")
         parts.extend(f"<li>{e(err)}</li>" for err in o.errors)

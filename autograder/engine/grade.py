@@ -21,6 +21,7 @@ cancelled on a second Ctrl-C, and a cancelled notebook leaves no stored result, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,10 @@ import nbformat
 
 from autograder.course import Assignment, grade_id, is_grade, is_locked, is_solution, points
 from autograder.engine import exchange, jail, method, untrusted
-from autograder.engine.contract import Limits, Stop
+from autograder.engine.contract import CellEvent, EventLog, Limits, Stop
 from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work
 from autograder.engine.intake import Submission, read_notebook
-from autograder.engine.outcome import Outcome
+from autograder.engine.outcome import CellResult, OldFormat, Outcome, result_store
 from autograder.grading import seeds
 from autograder.grading.prepare import Prepared, prepare
 from autograder.grading.verdicts import clean_event, grade_notebook
@@ -73,15 +74,22 @@ def _code_files(module: str) -> list[tuple[str, Path]]:
     return [(Path(spec.origin).name, Path(spec.origin))] if spec.origin else []
 
 
-def course_version(source_notebook: Path) -> str:
-    """A hash of what a score depends on besides the submission: the assignment's source notebook
-    (its tests, hidden ones included) and the checks' code. A stored result with another version is
-    graded again."""
-    digest = hashlib.sha256(source_notebook.read_bytes())
+@functools.cache
+def code_version() -> str:
+    """A hash of the grading code as installed here (:data:`GRADING_CODE`), read once per process: a Dask
+    worker with another one would grade otherwise (:mod:`autograder.engine.distributed`)."""
+    digest = hashlib.sha256()
     for module in GRADING_CODE:
         for name, f in _code_files(module):
             digest.update(f"{module}/{name}".encode() + b"\0" + f.read_bytes())
     return digest.hexdigest()
+
+
+def course_version(source_notebook: bytes) -> str:
+    """A hash of what a score depends on besides the submission: the assignment's source notebook
+    (its tests, hidden ones included, as bytes) and the grading code (:func:`code_version`). A stored
+    result with another version is graded again."""
+    return hashlib.sha256(source_notebook + b"\0" + code_version().encode()).hexdigest()
 
 
 class Grader:
@@ -110,9 +118,8 @@ class Grader:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.jailed = jail.jail_available() if use_jail is None else use_jail
         self.executor = executor or LocalExecutor(zygote=zygote)
-        self.results = course_root / "autograder" / "results"
-        self._sources: dict[str, tuple[Any, Any]] = {}
-        self._versions: dict[str, str] = {}
+        self.stored = result_store(course_root)
+        self._sources: dict[str, tuple[Any, Any, str]] = {}
         self.regrade_reasons: dict[tuple[str, str], str] = {}
         self.stopping = threading.Event()
         """Set by :meth:`cancel`: no new notebook starts."""
@@ -139,21 +146,18 @@ class Grader:
 
     def version(self, assignment: str) -> str:
         """:func:`course_version` of an assignment, computed once per run."""
-        if assignment not in self._versions:
-            a = self.assignments[assignment]
-            self._versions[assignment] = course_version(self.root / "source" / a.name / a.notebook)
-        return self._versions[assignment]
+        return self._course(assignment)[2]
+
+    def answer_cells(self, assignment: str) -> set[str]:
+        """The grade ids of the assignment's answer cells (what intake looks for in a notebook)."""
+        source = self._course(assignment)[0]
+        return {grade_id(c) for c in source.cells if is_solution(c)} - {None}
 
     # -- per submission -------------------------------------------------------------------------
 
     def result_path(self, sub: Submission) -> Path:
-        """Where a submission's outcome is stored: named after the student id when it is a short, safe
-        file name (as intake makes ids), else after a hash of it, so that no id can make a name the
-        file system refuses."""
-        name = sub.student
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-            name = "id-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return self.results / sub.assignment / f"{name}.json"
+        """Where a submission's outcome is stored (:meth:`ResultStore.path`)."""
+        return self.stored.path(sub.student, sub.assignment)
 
     def done(self, sub: Submission, digest: str) -> Outcome | None:
         """The stored outcome of an unchanged submission graded by this version of the course, or None
@@ -162,7 +166,12 @@ class Grader:
         if not path.exists():
             return None
         try:
-            stored = Outcome.from_json(path.read_text(encoding="utf-8", errors="surrogateescape"))
+            stored = self.stored.read(path)
+        except OldFormat:
+            self.regrade_reasons[(sub.student, sub.assignment)] = (
+                "graded again: its stored result was written by an older version of the grader"
+            )
+            return None
         except (OSError, TypeError, ValueError, RecursionError):
             return None  # graded again, and stored anew
         if stored.sha256 != digest:
@@ -174,12 +183,15 @@ class Grader:
             return None
         return stored
 
-    def _notebooks(self, assignment: str) -> tuple[Any, Any]:
+    def _course(self, assignment: str) -> tuple[Any, Any, str]:
+        """The assignment's source and release notebooks and its :func:`course_version`, each file read
+        once per run."""
         if assignment not in self._sources:
             a = self.assignments[assignment]
-            source = nbformat.read(self.root / "source" / a.name / a.notebook, as_version=4)
+            text = (self.root / "source" / a.name / a.notebook).read_bytes()
+            source = nbformat.reads(text.decode("utf-8"), as_version=4)
             release = nbformat.read(self.root / "release" / a.name / a.notebook, as_version=4)
-            self._sources[assignment] = (source, release)
+            self._sources[assignment] = (source, release, course_version(text))
         return self._sources[assignment]
 
     def grade_one(self, sub: Submission) -> Outcome | None:
@@ -189,9 +201,9 @@ class Grader:
         if self.stopping.is_set():
             return None
         start = time.monotonic()
-        digest = ""
+        digest = sub.sha256
         try:
-            digest = sha256(sub.path)
+            digest = digest or sha256(sub.path)
             outcome = self._grade(sub, digest)
         except ExecutorLost as exc:
             # Nothing can run any more (a lost scheduler): stop the run, store nothing for this one.
@@ -221,16 +233,11 @@ class Grader:
             failed.late, failed.timestamp = sub.late, sub.timestamp
             # kept where the report finds it, under a name of the grader's own; a re-run grades it again
             try:
-                self._write(self._fallback_path(sub), failed)
+                self.stored.write(self.stored.fallback_path(sub.student, sub.assignment), failed)
             except Exception:  # noqa: BLE001, S110 - the gradebook and this run's outputs still have it
                 pass
             return failed
         return outcome
-
-    def _fallback_path(self, sub: Submission) -> Path:
-        """Where the failed outcome goes when a submission's result could not be stored at its own path."""
-        key = f"{sub.student}\0{sub.assignment}".encode("utf-8", "surrogatepass")
-        return self.results / sub.assignment / f"unstored-{hashlib.sha256(key).hexdigest()[:32]}.json"
 
     def _failed(self, sub: Submission, digest: str, reason: str) -> Outcome:
         """The outcome of a submission the grader could not grade (or store), with the reason."""
@@ -238,40 +245,27 @@ class Grader:
             most = self.max_score(sub)
         except Exception:  # noqa: BLE001 - the course's notebook is unreadable: the reason still stands
             most = 0.0
-        outcome = Outcome(sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, most)
-        outcome.reason = reason
-        return outcome
+        return Outcome(sub.student, sub.assignment, sub.origin, digest, "failed", 0.0, most, failure=reason)
 
     def store(self, sub: Submission, outcome: Outcome) -> None:
         """Keep a submission's outcome, so that a re-run skips it."""
-        self._write(self.result_path(sub), outcome)
-        self._fallback_path(sub).unlink(missing_ok=True)
-
-    @staticmethod
-    def _write(path: Path, outcome: Outcome) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        try:
-            tmp.write_text(outcome.to_json(), encoding="utf-8")
-            tmp.replace(path)
-        finally:
-            if tmp.is_file():
-                tmp.unlink()
+        self.stored.write(self.result_path(sub), outcome)
+        self.stored.fallback_path(sub.student, sub.assignment).unlink(missing_ok=True)
 
     def forget(self, sub: Submission) -> None:
         """Drop a submission's stored outcome, so that a re-run grades it again."""
-        for path in (self.result_path(sub), self._fallback_path(sub)):
+        for path in (self.result_path(sub), self.stored.fallback_path(sub.student, sub.assignment)):
             if path.is_file():
                 path.unlink()
 
     def max_score(self, sub: Submission) -> float:
         """The points a notebook of the submission's assignment is worth."""
-        source, _ = self._notebooks(sub.assignment)
+        source = self._course(sub.assignment)[0]
         return sum(points(c) for c in source.cells if is_grade(c))
 
     def _grade(self, sub: Submission, digest: str) -> Outcome:
         """Prepare, run, score: the steps of grading one submission."""
-        source, release = self._notebooks(sub.assignment)
+        source, release, _ = self._course(sub.assignment)
         recorded = self.seeds.get((sub.student, sub.assignment))
         prepared, drawn = seeds.fresh(prepare(read_notebook(sub.path), source, release), recorded)
         kind = kernel_kind(source)
@@ -308,7 +302,7 @@ class Grader:
         sub: Submission,
         digest: str,
         prepared: Prepared,
-        events: list[dict[str, Any]],
+        events: EventLog,
         timing: dict,
         drawn: dict[str, int],
         kind: str,
@@ -321,9 +315,7 @@ class Grader:
         # The kernel saw the hidden tests' code as it ran them: what it says afterwards may echo it.
         hidden = seeds.hidden_lines(prepared.notebook)
         errors = [seeds.redact(e, hidden) for e in _learner_errors(events, prepared)]
-        cells = [asdict(c) for c in result.cells]
-        for cell in cells:
-            cell["feedback"] = seeds.redact(cell["feedback"], hidden)
+        cells = [replace(c, feedback=seeds.redact(c.feedback, hidden)) for c in result.cells]
         flagged = method.flags(answers, numpy_only=kind == "numpy")
         if self.withhold_flagged and flagged:
             _withhold(cells, flagged, prepared.notebook)
@@ -332,16 +324,15 @@ class Grader:
             assignment=sub.assignment,
             origin=sub.origin,
             sha256=digest,
-            status="stopped" if result.stop else "graded",
-            score=round(sum(c["score"] for c in cells), 2),
+            status="stopped" if result.stopped else "graded",
+            score=round(sum(c.score for c in cells), 2),
             max_score=result.max_score,
-            reason=seeds.redact(result.stop, hidden) if result.stop else None,
             stop=_redacted(result.stopped, hidden),
             cells=cells,
             restored=prepared.restored,
             errors=errors,
             answers=answers,
-            run_seconds=round(sum(e.get("seconds", 0.0) for e in events if e.get("event") == "cell"), 3),
+            run_seconds=round(sum(e.seconds for e in events.cells), 3),
             timing=timing,
             seeds=drawn,
             flags=[f.describe() for f in flagged],
@@ -367,7 +358,7 @@ class Grader:
         todo: list[Submission] = []
         for sub in submissions:
             try:
-                previous = None if force else self.done(sub, sha256(sub.path))
+                previous = None if force else self.done(sub, sub.sha256 or sha256(sub.path))
             except OSError:
                 previous = None  # grade_one meets it again and makes it this submission's outcome
             if previous is not None:
@@ -433,49 +424,44 @@ def _warm_graders(done: threading.Event) -> None:
         done.set()
 
 
-def _withhold(cells: list[dict[str, Any]], flagged: list[method.Flag], notebook: Any) -> None:
+def _withhold(cells: list[CellResult], flagged: list[method.Flag], notebook: Any) -> None:
     """Set to zero every graded cell that grades a flagged definition, saying why."""
     names = {name for f in flagged for name in f.name.split(", ")}
     sources = {grade_id(c): c.source for c in notebook.cells}
     for cell in cells:
-        hit = method.graded_names(sources.get(cell["grade_id"], "")) & names
-        if hit and cell["score"] > 0:
+        hit = method.graded_names(sources.get(cell.grade_id, "")) & names
+        if hit and cell.score > 0:
             why = "; ".join(f.describe() for f in flagged if set(f.name.split(", ")) & hit)
-            cell["feedback"] = (
-                f"points withheld by the instructor's method check: {why}\n\n{cell['feedback']}"
-            )
-            cell["score"], cell["passed"] = 0.0, False
+            cell.feedback = f"points withheld by the instructor's method check: {why}\n\n{cell.feedback}"
+            cell.score, cell.passed = 0.0, False
 
 
-def _learner_errors(events: list[dict[str, Any]], prepared: Prepared) -> list[str]:
+def _learner_errors(events: EventLog, prepared: Prepared) -> list[str]:
     """The errors the learner's own (ungraded) cells raised, as the runner's events have them (cleaned),
     each cell named as the learner sees it: its number in their notebook and its first line."""
     graded = {c.grade_id for c in prepared.grade_cells}
     return [
-        f"{_cell_name(prepared.notebook.cells, e)} raised {e['error']}"
-        for e in map(clean_event, events)
-        if e.get("event") == "cell" and e.get("error") and e.get("id") not in graded
+        f"{_cell_name(prepared.notebook.cells, e)} raised {e.error}"
+        for e in map(clean_event, events.cells)
+        if e.error and e.id not in graded
     ]
 
 
-def _cell_name(cells: list[Any], event: dict[str, Any]) -> str:
+def _cell_name(cells: list[Any], event: CellEvent) -> str:
     """``cell 12 (def linear_forward(x, W, b):)``, or the cell's id when the event's index names no cell
     of the notebook it ran."""
-    index = event.get("index")
-    if isinstance(index, int) and 0 <= index < len(cells) and cells[index].get("id") == event.get("id"):
+    index = event.index
+    if 0 <= index < len(cells) and cells[index].get("id") == event.id:
         first = next((line.strip() for line in cells[index].source.splitlines() if line.strip()), "")
         return f"cell {index + 1} ({untrusted.one_line(first, 60)})"
-    return f"cell {event.get('id')!r}"
+    return f"cell {event.id!r}"
 
 
-def _redacted(stop: Stop | None, hidden: list[str]) -> dict[str, Any]:
+def _redacted(stop: Stop | None, hidden: list[str]) -> Stop | None:
     """The stop as an outcome keeps it, with no hidden test line in its detail."""
-    if stop is None:
-        return {}
-    data = stop.to_dict()
-    if "detail" in data:
-        data["detail"] = seeds.redact(str(data["detail"]), hidden)
-    return data
+    if stop is None or stop.detail is None:
+        return stop
+    return replace(stop, detail=seeds.redact(stop.detail, hidden))
 
 
 def _why(exc: BaseException) -> str:

@@ -205,8 +205,8 @@ def record(
             except MissingEntry:
                 submission = gb.add_submission(o.assignment, o.student, timestamp=stamp)
             for cell in o.cells:
-                grade = gb.find_grade(cell["grade_id"], notebook, o.assignment, o.student)
-                grade.auto_score = cell["score"]
+                grade = gb.find_grade(cell.grade_id, notebook, o.assignment, o.student)
+                grade.auto_score = cell.score
                 grade.needs_manual_grade = False
             gb.db.commit()
             nb = gb.find_submission_notebook(notebook, o.assignment, o.student)

@@ -223,14 +223,14 @@ def stated(output: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _titles(assignment: Assignment) -> dict[str, str]:
-    """Each graded cell's test name: its check's title, by the cell's grade id."""
-    from autograder.course.build import source_notebook
+def _titles(source: Any) -> dict[str, str]:
+    """Each graded cell's test name: its check's title, by the cell's grade id (``source``: the
+    assignment's source notebook)."""
     from autograder.grading.prepare import grade_cells
     from autograder.grading.verdicts import check_for
 
     titles = {}
-    for cell in grade_cells(source_notebook(assignment.source)):
+    for cell in grade_cells(source):
         check = check_for(cell.final_call.function) if cell.final_call else None
         titles[cell.grade_id] = check.title if check else cell.grade_id
     return titles
@@ -240,12 +240,12 @@ def results_for(outcome: Any, titles: dict[str, str], visibility: str, note: str
     """Gradescope's results of a graded notebook (:class:`~autograder.engine.outcome.Outcome`)."""
     tests = [
         {
-            "name": titles.get(cell["grade_id"], cell["grade_id"]),
+            "name": titles.get(cell.grade_id, cell.grade_id),
             "number": str(number),
-            "score": float(cell["score"]),
-            "max_score": float(cell["points"]),
-            "output": cell["feedback"],
-            "tags": [cell["grade_id"]],
+            "score": float(cell.score),
+            "max_score": float(cell.points),
+            "output": cell.feedback,
+            "tags": [cell.grade_id],
             "visibility": visibility,
         }
         for number, cell in enumerate(outcome.cells, 1)
@@ -277,11 +277,10 @@ def results_for(outcome: Any, titles: dict[str, str], visibility: str, note: str
     }
 
 
-def _answer_cells(assignment: Assignment) -> set[str]:
+def _answer_cells(source: Any) -> set[str]:
     from autograder.course import grade_id, is_solution
-    from autograder.course.build import source_notebook
 
-    return {grade_id(c) for c in source_notebook(assignment.source).cells if is_solution(c)} - {None}
+    return {grade_id(c) for c in source.cells if is_solution(c)} - {None}
 
 
 def grade_submission(root: Path, assignment: str, solutions: Path, visibility: str) -> dict[str, Any]:
@@ -296,6 +295,9 @@ def grade_submission(root: Path, assignment: str, solutions: Path, visibility: s
     name = choice.notebook.relative_to(root / "submission").as_posix()
     if choice.notebook.stat().st_size > MAX_NOTEBOOK_BYTES:
         return stated(f"{name} is over the {MAX_NOTEBOOK_BYTES} byte limit for a notebook.")
+    from autograder.course.build import source_notebook
+
+    source = source_notebook(a.source)
     scratch = Path(tempfile.mkdtemp(prefix="gradescope-"))
     try:
         # The engine's intake decides whether the file is a readable notebook of this assignment, in
@@ -304,12 +306,12 @@ def grade_submission(root: Path, assignment: str, solutions: Path, visibility: s
         folder.mkdir(parents=True)
         shutil.copyfile(choice.notebook, folder / a.notebook)
         found, rejected = discover(
-            scratch / "submitted", [assignment], {assignment: _answer_cells(a)}, scratch
+            scratch / "submitted", [assignment], {assignment: _answer_cells(source)}, scratch
         )
         if not found:
             why = rejected[0].reason if rejected else "not a notebook of this assignment"
             return stated(f"{name} was not graded: {why}. Upload your notebook {a.notebook}.")
-        outcome = grade_alone(found[0].path, assignment, solutions)
+        outcome = grade_alone(found[0].path, assignment, solutions, sha256=found[0].sha256)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(
@@ -317,7 +319,7 @@ def grade_submission(root: Path, assignment: str, solutions: Path, visibility: s
     )
     if not outcome.jailed:
         print("WARNING: the kernel ran without the jail (this container does not allow namespaces)")
-    return results_for(outcome, _titles(a), visibility, choice.note)
+    return results_for(outcome, _titles(source), visibility, choice.note)
 
 
 def run(

@@ -55,15 +55,18 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import grade_id
 from autograder.engine import unzip
 from autograder.engine.exchange import EXCHANGE_FILES
 from autograder.engine.names import (
+    CANVAS,
     MAX_ID,
-    bounded,
+    Identity,
+    identify,
+    identity,
     near_collisions,
     nfc,
     shown,
@@ -71,7 +74,7 @@ from autograder.engine.names import (
     student_id,
     unsafe_id,
 )
-from autograder.engine.notebook_file import MAX_NOTEBOOK_BYTES, NotebookError, read_notebook
+from autograder.engine.notebook_file import MAX_NOTEBOOK_BYTES, NotebookError, read_notebook, read_submission
 from autograder.engine.unzip import MAX_TIMESTAMP_BYTES, TIMESTAMP_FILE
 
 __all__ = [
@@ -87,11 +90,6 @@ __all__ = [
     "stable_id",
     "student_id",
 ]
-
-CANVAS = re.compile(r"(?P<name>[^_]*)_(?:(?P<late>late)_)?(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)", re.I)
-MOODLE = re.compile(r"(?P<name>[^_]+)_(?P<id>\d+)_assignsubmission_[a-z]+_(?P<file>.*)", re.S)
-#: The longest display name kept (Canvas's sortable name, Moodle's full name).
-MAX_NAME = 200
 
 
 @dataclass(frozen=True)
@@ -116,6 +114,9 @@ class Submission:
     timestamp: str = ""
     """When it was submitted (ISO 8601, UTC), when the export says: nbgrader's ``timestamp.txt`` or
     the zip entry's time; empty when unknown."""
+    sha256: str = field(default="", compare=False)
+    """The SHA-256 of the bytes intake read and found a notebook of the assignment: what tells a re-run
+    whether the submission changed (empty for a submission that came through no intake)."""
 
 
 @dataclass(frozen=True)
@@ -131,64 +132,22 @@ class Rejected:
     """A notebook of another assignment of the course, set aside in a run that grades one assignment."""
 
 
-@dataclass(frozen=True)
-class Identity:
-    """Who a file belongs to, as its name or folder says."""
-
-    student: str
-    lms: str = ""
-    lms_id: str = ""
-    name: str = ""
-    late: bool = False
-
-
-def _identity(student: str, lms: str, raw_id: str, name: str = "", late: bool = False) -> Identity:
-    return Identity(bounded(student), lms, shown(nfc(raw_id))[:MAX_NAME], shown(nfc(name))[:MAX_NAME], late)
-
-
-def identify(file_name: str, prefix: str, folders: tuple[str, ...] = ()) -> Identity | str:
-    """The student of a flat export's file, or why it cannot be theirs.
-
-    The outermost Moodle participant folder among ``folders`` owns the file (Moodle names that folder;
-    the file's own name is what the participant uploaded): a file or folder inside it whose name
-    claims another participant is refused. Else the Moodle or Canvas file name, or the text before
-    the assignment's name (``prefix``)."""
-    owner = next((m for m in (MOODLE.fullmatch(f + "_") for f in folders) if m), None)
-    if owner:
-        for text in (*folders, file_name):
-            claim = MOODLE.fullmatch(text) or MOODLE.fullmatch(text + "_")
-            if claim and claim["id"] != owner["id"]:
-                who = shown(claim["name"].strip())
-                return (
-                    f"its name claims Moodle participant {claim['id']} ({who}), but it is in the folder of "
-                    f"participant {owner['id']}, who owns every file in it: not graded"
-                )
-        return _identity(f"moodle-{owner['id']}", "moodle", owner["id"], owner["name"].strip())
-    m = MOODLE.fullmatch(file_name)
-    if m:
-        return _identity(f"moodle-{m['id']}", "moodle", m["id"], m["name"].strip())
-    m = CANVAS.fullmatch(file_name)
-    if m:
-        return _identity(f"canvas-{m['id']}", "canvas", m["id"], m["name"], bool(m["late"]))
-    raw = nfc(prefix.strip(" _-"))
-    return _identity(stable_id(raw), "", raw)
-
-
-def _check_notebook(path: Path, answer_ids: set[str]) -> str | None:
-    """Why the file is not a notebook of the assignment, or None when it is."""
+def _check_notebook(path: Path, answer_ids: set[str]) -> tuple[str | None, str]:
+    """Why the file is not a notebook of the assignment (None when it is), and the SHA-256 of what was
+    read (empty when nothing was)."""
     try:
         if path.stat().st_size == 0:
-            return "empty file"
-        nb = read_notebook(path)
+            return "empty file", ""
+        nb, digest = read_submission(path)
     except NotebookError as exc:
-        return str(exc)
+        return str(exc), ""
     except OSError as exc:
-        return f"not readable ({type(exc).__name__}: {exc.strerror or exc})"
+        return f"not readable ({type(exc).__name__}: {exc.strerror or exc})", ""
     cells = nb.get("cells", [])
     ids = {grade_id(c) for c in cells} | {c.get("id") for c in cells if isinstance(c.get("id"), str)}
     if answer_ids and not (ids & answer_ids):
-        return "not a notebook of this assignment: none of its answer cells are in it"
-    return None
+        return "not a notebook of this assignment: none of its answer cells are in it", digest
+    return None, digest
 
 
 def _match_assignment(name: str, assignments: list[str]) -> str | None:
@@ -295,11 +254,20 @@ def _accept(
         return Rejected(f.origin, "not a notebook (.ipynb) file", who.student, assignment)
     if not who.student:
         return Rejected(f.origin, "no student id in the file name", "", assignment)
-    problem = _check_notebook(f.path, answer_cells.get(assignment, set()))
+    problem, digest = _check_notebook(f.path, answer_cells.get(assignment, set()))
     if problem:
         return Rejected(f.origin, problem, who.student, assignment)
     return Submission(
-        who.student, assignment, f.path, f.origin, who.lms, who.lms_id, who.name, who.late, f.timestamp
+        who.student,
+        assignment,
+        f.path,
+        f.origin,
+        who.lms,
+        who.lms_id,
+        who.name,
+        who.late,
+        f.timestamp,
+        digest,
     )
 
 
@@ -334,7 +302,7 @@ def _nbgrader(files: list[_File], assignments, course, answer_cells, rejected):
             rejected.append(Rejected(f.origin, f"its student folder cannot be a student id: {unsafe}"))
             continue
         # nbgrader's id, as its exchange and JupyterHub have it; only an over-long one is bounded
-        who = _identity(folder if len(folder) <= MAX_ID else stable_id(folder), "nbgrader", folder)
+        who = identity(folder if len(folder) <= MAX_ID else stable_id(folder), "nbgrader", folder)
         if assignment not in course:
             rejected.append(
                 Rejected(f.origin, f"{shown(assignment)!r} is not an assignment being graded", who.student)

@@ -14,8 +14,9 @@
   "Import" > "CSV file": ``First name``, ``Last name``, ``Email address`` (the field to map users by),
   a column per assignment and ``Total``.
 
-All read final scores (manual adjustments and late penalties included) from the gradebook, and write
-through :class:`~autograder.engine.untrusted.CsvWriter`: a name that starts like a formula is text.
+:func:`write_import_files` writes those that apply to a course. All read final scores (manual
+adjustments and late penalties included) from the gradebook, and write through
+:class:`~autograder.engine.untrusted.CsvWriter`: a name that starts like a formula is text.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from autograder.engine.gradebook import Final
+from autograder.engine.outcome import Outcome
 from autograder.engine.untrusted import CsvWriter
 
 
@@ -152,3 +154,39 @@ def write_moodle_gradebook(path: Path, finals: list[Final]) -> int:
                 ]
             )
     return len(rows)
+
+
+def write_import_files(
+    out: Path, outcomes: list[Outcome], finals: dict, roster: Path, warnings: list[str]
+) -> dict[str, Path]:
+    """The files to import into Canvas and Moodle, from the gradebook's final scores (the SIS ids and
+    sections Canvas's file carries come from the course's copy of the roster, ``roster``, when there is
+    one); a roster that cannot be read is a warning. Returns the files written, by name."""
+    files: dict[str, Path] = {}
+    graded_finals = [
+        finals[(o.student, o.assignment)] for o in outcomes if (o.student, o.assignment) in finals
+    ]
+    people = {
+        o.student: {"name": ", ".join(x for x in (f.last_name, f.first_name) if x)}
+        for o in outcomes
+        for f in [finals.get((o.student, o.assignment))]
+        if f is not None
+    }
+    if roster.exists():  # the SIS ids and sections Canvas's import file carries come from the roster
+        from autograder.engine.roster import RosterError, load_roster
+
+        try:
+            for student, p in load_roster(roster).people.items():
+                people.setdefault(student, {}).update(
+                    sis_user_id=p.sis_user_id, sis_login_id=p.sis_login_id, section=p.section
+                )
+        except RosterError as exc:
+            warnings.append(f"the course's roster could not be read again ({exc})")
+    if any(f.student.startswith("canvas-") for f in graded_finals):
+        files["canvas"] = out / "canvas_import.csv"
+        write_canvas_import(files["canvas"], graded_finals, people)
+    for path in write_moodle_worksheets(out, graded_finals):
+        files[path.stem] = path
+    if write_moodle_gradebook(out / "moodle_gradebook_import.csv", graded_finals):
+        files["moodle"] = out / "moodle_gradebook_import.csv"
+    return files

@@ -12,6 +12,9 @@ arrives decomposed (NFD). Here:
 * :func:`stable_id` is a student id made from a raw name: safe as a folder name and an nbgrader id,
   at most :data:`MAX_ID` characters, the same for a name in NFC and in NFD, and never the same for two
   different names (a hash of the raw name is added whenever the id is not the name itself);
+* :func:`identify` is the student of a file of a flat export: Canvas's and Moodle's file names (and
+  Moodle's participant folders) carry the LMS's stable id, a plain name the text before the assignment's
+  name (the rules are in :mod:`autograder.engine.intake`);
 * :func:`near_collisions` names the students whose ids differ but whose names differ only in case,
   compatibility form or punctuation (``Kim Lee`` and ``kim_lee``): perhaps one person, perhaps two.
 """
@@ -23,6 +26,7 @@ import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 #: The longest student id (a result file is named after it; a file name has at most 255 bytes).
 MAX_ID = 64
@@ -126,3 +130,55 @@ def near_collisions(people: Iterable[tuple[str, str]]) -> list[str]:
                 f"{len(students)} students ({', '.join(students)}): check that they are not one person"
             )
     return warnings
+
+
+# -- who a file of an LMS export belongs to ---------------------------------------------------------
+
+CANVAS = re.compile(r"(?P<name>[^_]*)_(?:(?P<late>late)_)?(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)", re.I)
+MOODLE = re.compile(r"(?P<name>[^_]+)_(?P<id>\d+)_assignsubmission_[a-z]+_(?P<file>.*)", re.S)
+#: The longest display name kept (Canvas's sortable name, Moodle's full name).
+MAX_NAME = 200
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a file belongs to, as its name or folder says."""
+
+    student: str
+    lms: str = ""
+    lms_id: str = ""
+    name: str = ""
+    late: bool = False
+
+
+def identity(student: str, lms: str, raw_id: str, name: str = "", late: bool = False) -> Identity:
+    """An identity with every text from outside bounded and shown as text."""
+    return Identity(bounded(student), lms, shown(nfc(raw_id))[:MAX_NAME], shown(nfc(name))[:MAX_NAME], late)
+
+
+def identify(file_name: str, prefix: str, folders: tuple[str, ...] = ()) -> Identity | str:
+    """The student of a flat export's file, or why it cannot be theirs.
+
+    The outermost Moodle participant folder among ``folders`` owns the file (Moodle names that folder;
+    the file's own name is what the participant uploaded): a file or folder inside it whose name
+    claims another participant is refused. Else the Moodle or Canvas file name, or the text before
+    the assignment's name (``prefix``)."""
+    owner = next((m for m in (MOODLE.fullmatch(f + "_") for f in folders) if m), None)
+    if owner:
+        for text in (*folders, file_name):
+            claim = MOODLE.fullmatch(text) or MOODLE.fullmatch(text + "_")
+            if claim and claim["id"] != owner["id"]:
+                who = shown(claim["name"].strip())
+                return (
+                    f"its name claims Moodle participant {claim['id']} ({who}), but it is in the folder of "
+                    f"participant {owner['id']}, who owns every file in it: not graded"
+                )
+        return identity(f"moodle-{owner['id']}", "moodle", owner["id"], owner["name"].strip())
+    m = MOODLE.fullmatch(file_name)
+    if m:
+        return identity(f"moodle-{m['id']}", "moodle", m["id"], m["name"].strip())
+    m = CANVAS.fullmatch(file_name)
+    if m:
+        return identity(f"canvas-{m['id']}", "canvas", m["id"], m["name"], bool(m["late"]))
+    raw = nfc(prefix.strip(" _-"))
+    return identity(stable_id(raw), "", raw)

@@ -20,6 +20,7 @@ grader's measured peak (``tests/test_intake_attacks.py`` measures it).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -201,11 +202,21 @@ def _to_notebook(parsed: dict[str, Any], major: int) -> NotebookNode:
 
 def read_notebook(path: Path) -> NotebookNode:
     """Read a notebook file (see :func:`parse_notebook`); its size is checked before it is read."""
+    return parse_notebook(_bounded_bytes(path))
+
+
+def read_submission(path: Path) -> tuple[NotebookNode, str]:
+    """Read a submitted notebook file as :func:`read_notebook` does, and the SHA-256 of the very bytes
+    parsed (which tells a re-run whether the submission changed): the file is read once for both."""
+    data = _bounded_bytes(path)
+    return parse_notebook(data), hashlib.sha256(data).hexdigest()
+
+
+def _bounded_bytes(path: Path) -> bytes:
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
         raise NotebookError(
             f"file of {size} bytes is over the {MAX_NOTEBOOK_BYTES} byte limit for a notebook"
         )
     with path.open("rb") as f:
-        data = f.read(MAX_NOTEBOOK_BYTES + 1)
-    return parse_notebook(data)
+        return f.read(MAX_NOTEBOOK_BYTES + 1)

@@ -22,10 +22,9 @@ from pathlib import Path
 
 from autograder.course import Assignment
 from autograder.engine import gradebook, lms, untrusted
-from autograder.engine.contract import Stop
 from autograder.engine.feedback import write_feedback
 from autograder.engine.intake import Rejected
-from autograder.engine.outcome import Outcome
+from autograder.engine.outcome import Outcome, result_store
 
 CSV_COLUMNS = [
     "student",
@@ -53,7 +52,7 @@ def write_csv(path: Path, outcomes: list[Outcome], rejected: list[Rejected]) -> 
         w = untrusted.CsvWriter(f)
         w.writerow(CSV_COLUMNS)
         for o in outcomes:
-            auto = sum(c["score"] for c in o.cells) if o.status != "failed" else 0.0
+            auto = sum(c.score for c in o.cells) if o.status != "failed" else 0.0
             late = "late" if o.late else ""
             w.writerow(
                 [
@@ -130,7 +129,7 @@ def pass_rates(outcomes: list[Outcome]) -> list[tuple[str, str, int, float, floa
         if o.status == "failed":
             continue
         for c in o.cells:
-            stats[(o.assignment, c["grade_id"])].append((c["score"], c["points"]))
+            stats[(o.assignment, c.grade_id)].append((c.score, c.points))
     rows = []
     for (assignment, test), scores in sorted(stats.items()):
         full = sum(1 for s, p in scores if s >= p) / len(scores)
@@ -173,15 +172,16 @@ def summary_text(
     Every name, file name, reason, note and kernel text is written through :func:`untrusted.markdown`:
     none can end a table row, start a heading, or hold a link, an image, HTML or code."""
     md = untrusted.markdown
-    lines = ["# Grading summary", ""]
     status = Counter(o.status for o in outcomes)
     aside = [r for r in rejected if r.other_assignment]
     refused = [r for r in rejected if not r.other_assignment]
-    lines.append(
+    lines = [
+        "# Grading summary",
+        "",
         f"{len(outcomes)} submissions in the course: {status['graded']} graded, "
         f"{status['stopped']} graded but stopped early, {status['failed']} failed; "
-        f"{len(refused)} files rejected, {len(aside)} files of other assignments set aside."
-    )
+        f"{len(refused)} files rejected, {len(aside)} files of other assignments set aside.",
+    ]
     for warning in warnings or []:
         lines += ["", f"**WARNING: {md(warning, 4_000)}**"]
     if outcomes and not all(o.jailed for o in outcomes):
@@ -190,35 +190,58 @@ def summary_text(
             "Warning: some notebooks ran without the jail (not root, or no mount namespaces here): their "
             "code could read files on this machine. Scores are still recomputed outside their kernels.",
         ]
-    if runs:
-        lines += [
-            "",
-            "## Runs",
-            "",
-            "| when | assignment | input | files | graded now | already graded | "
-            "rejected | other assignments | note |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for run in runs:
-            c = run.get("counts", {})
-            accounted = sum(c.get(k, 0) for k in ("graded", "skipped", "rejected", "other", "not_graded"))
-            note = md(run.get("note", ""), 4_000)
-            if accounted != c.get("inputs", 0):
-                note = (note + "; " if note else "") + f"MISMATCH: {accounted} accounted for"
-            lines.append(
-                f"| {md(run.get('time', ''))} | {md(run.get('assignment', ''))} | "
-                f"{md(run.get('inputs', ''))} | "
-                f"{c.get('inputs', 0)} | {c.get('graded', 0)} | {c.get('skipped', 0)} | "
-                f"{c.get('rejected', 0)} | {c.get('other', 0)} | {note} |"
-            )
-        last = runs[-1].get("counts", {})
-        accounted = sum(last.get(k, 0) for k in ("graded", "skipped", "rejected", "other", "not_graded"))
-        lines += [
-            "",
-            f"Last run: accounted for: {accounted} of {last.get('inputs', 0)} input files"
-            + ("" if accounted == last.get("inputs", 0) else " (MISMATCH)"),
-        ]
-    lines += [
+    lines += _runs_section(runs) + _scores_section(outcomes) + _problems_section(outcomes, refused)
+    if aside:
+        lines += ["", "## Files of other assignments (set aside, not graded in that run)", ""]
+        lines.extend(
+            f"- {md(r.origin)} (student {md(r.student or 'unknown')}): {md(r.assignment)}" for r in aside
+        )
+    return "\n".join(lines) + "\n"
+
+
+#: What a run's counts account for: every input file is one of these.
+_ACCOUNTED = ("graded", "skipped", "rejected", "other", "not_graded")
+
+
+def _runs_section(runs: list[dict]) -> list[str]:
+    """The summary's accounting of every run: one row per run, and the last run's total."""
+    if not runs:
+        return []
+    md = untrusted.markdown
+    lines = [
+        "",
+        "## Runs",
+        "",
+        "| when | assignment | input | files | graded now | already graded | "
+        "rejected | other assignments | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        c = run.get("counts", {})
+        accounted = sum(c.get(k, 0) for k in _ACCOUNTED)
+        note = md(run.get("note", ""), 4_000)
+        if accounted != c.get("inputs", 0):
+            note = (note + "; " if note else "") + f"MISMATCH: {accounted} accounted for"
+        lines.append(
+            f"| {md(run.get('time', ''))} | {md(run.get('assignment', ''))} | "
+            f"{md(run.get('inputs', ''))} | "
+            f"{c.get('inputs', 0)} | {c.get('graded', 0)} | {c.get('skipped', 0)} | "
+            f"{c.get('rejected', 0)} | {c.get('other', 0)} | {note} |"
+        )
+    last = runs[-1].get("counts", {})
+    accounted = sum(last.get(k, 0) for k in _ACCOUNTED)
+    return [
+        *lines,
+        "",
+        f"Last run: accounted for: {accounted} of {last.get('inputs', 0)} input files"
+        + ("" if accounted == last.get("inputs", 0) else " (MISMATCH)"),
+    ]
+
+
+def _scores_section(outcomes: list[Outcome]) -> list[str]:
+    """The summary's final scores, one row per submission, and the pass rate of every test."""
+    md = untrusted.markdown
+    lines = [
         "",
         "## Scores",
         "",
@@ -239,21 +262,23 @@ def summary_text(
     ]
     for assignment, test, n, full, mean in pass_rates(outcomes):
         lines.append(f"| {md(assignment)} | {md(test)} | {n} | {100 * full:.0f}% | {100 * mean:.0f}% |")
+    return lines
+
+
+def _problems_section(outcomes: list[Outcome], refused: list[Rejected]) -> list[str]:
+    """The summary's problems: every submission that did not simply run (why), and every rejected file."""
+    md = untrusted.markdown
     problems = [o for o in outcomes if o.reason or o.restored or o.regraded or o.flags]
-    if problems or refused:
-        lines += ["", "## Problems", ""]
-        for o in problems:
-            flags = [f"method check: {f}" for f in o.flags]
-            why = "; ".join(x for x in [o.reason, *o.restored, o.regraded, *flags] if x)
-            lines.append(f"- {md(o.student)} / {md(o.assignment)} ({md(o.origin)}): {md(why, 4_000)}")
-        for r in refused:
-            lines.append(f"- rejected {md(r.origin)} (student {md(r.student or 'unknown')}): {md(r.reason)}")
-    if aside:
-        lines += ["", "## Files of other assignments (set aside, not graded in that run)", ""]
-        lines.extend(
-            f"- {md(r.origin)} (student {md(r.student or 'unknown')}): {md(r.assignment)}" for r in aside
-        )
-    return "\n".join(lines) + "\n"
+    if not (problems or refused):
+        return []
+    lines = ["", "## Problems", ""]
+    for o in problems:
+        flags = [f"method check: {f}" for f in o.flags]
+        why = "; ".join(x for x in [o.reason, *o.restored, o.regraded, *flags] if x)
+        lines.append(f"- {md(o.student)} / {md(o.assignment)} ({md(o.origin)}): {md(why, 4_000)}")
+    for r in refused:
+        lines.append(f"- rejected {md(r.origin)} (student {md(r.student or 'unknown')}): {md(r.reason)}")
+    return lines
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -297,26 +322,9 @@ ROSTER_COPY = "roster.csv"
 
 
 def read_results(root: Path) -> tuple[list[Outcome], list[str]]:
-    """Every stored outcome of the course (all assignments, all runs), by assignment and student, and a
-    sentence for each stored result that cannot be used (:meth:`Outcome.from_json` says why): that
-    student's problem, stated, never a failure of the report."""
-    found, unreadable = [], []
-    for path in sorted((root / "autograder" / "results").glob("*/*.json")):
-        try:
-            found.append(Outcome.from_json(path.read_text(encoding="utf-8", errors="surrogateescape")))
-        except (OSError, ValueError, RecursionError) as exc:
-            why = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
-            who = f"{untrusted.one_line(path.stem, 300)} for {untrusted.one_line(path.parent.name, 100)}"
-            unreadable.append(
-                f"the stored result of {who} cannot be read ({untrusted.one_line(why, 300)}): it is left "
-                "out of these outputs, and the next grade command grades that submission again"
-            )
-    return sorted(found, key=lambda o: (o.assignment, o.student)), unreadable
-
-
-def load_outcomes(root: Path) -> list[Outcome]:
-    """Every stored outcome of the course that can be read (:func:`read_results`)."""
-    return read_results(root)[0]
+    """Every stored outcome of the course and a sentence for each that cannot be used
+    (:meth:`~autograder.engine.outcome.ResultStore.read_all`)."""
+    return result_store(root).read_all()
 
 
 def runs_path(root: Path) -> Path:
@@ -377,8 +385,7 @@ def with_final_scores(outcomes: list[Outcome], finals: dict) -> list[Outcome]:
 
 def _headline(o: Outcome) -> str:
     """Why a notebook stopped, in a few words; a failure's reason (which has no stop) as it is."""
-    stop = Stop.from_dict(o.stop)
-    return stop.headline() if stop else o.reason or ""
+    return o.stop.headline() if o.stop else o.failure or ""
 
 
 @dataclass
@@ -451,33 +458,7 @@ def write_report(
     write_totals(files["totals"], outcomes, finals)
     files["histogram"] = out / "scores.png"
     histogram(files["histogram"], outcomes)
-    graded_finals = [
-        finals[(o.student, o.assignment)] for o in outcomes if (o.student, o.assignment) in finals
-    ]
-    people = {
-        o.student: {"name": ", ".join(x for x in (f.last_name, f.first_name) if x)}
-        for o in outcomes
-        for f in [finals.get((o.student, o.assignment))]
-        if f is not None
-    }
-    roster = root / "autograder" / ROSTER_COPY
-    if roster.exists():  # the SIS ids and sections Canvas's import file carries come from the roster
-        from autograder.engine.roster import RosterError, load_roster
-
-        try:
-            for student, p in load_roster(roster).people.items():
-                people.setdefault(student, {}).update(
-                    sis_user_id=p.sis_user_id, sis_login_id=p.sis_login_id, section=p.section
-                )
-        except RosterError as exc:
-            warnings.append(f"the course's roster could not be read again ({exc})")
-    if any(f.student.startswith("canvas-") for f in graded_finals):
-        files["canvas"] = out / "canvas_import.csv"
-        lms.write_canvas_import(files["canvas"], graded_finals, people)
-    for path in lms.write_moodle_worksheets(out, graded_finals):
-        files[path.stem] = path
-    if lms.write_moodle_gradebook(out / "moodle_gradebook_import.csv", graded_finals):
-        files["moodle"] = out / "moodle_gradebook_import.csv"
+    files.update(lms.write_import_files(out, outcomes, finals, root / "autograder" / ROSTER_COPY, warnings))
     files["summary"] = out / "summary.md"
     files["summary"].write_text(summary_text(outcomes, rejected, runs, warnings), encoding="utf-8")
     return report

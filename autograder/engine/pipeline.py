@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
-from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments, grade_id, is_solution
+from autograder.course import COURSE, SOLUTIONS, Assignment, CourseError, assignments
 from autograder.course.build import generate, sync_sources
 from autograder.engine import gradebook, outputs, untrusted
 from autograder.engine.grade import Grader, Limits
@@ -223,14 +221,7 @@ def start_grader(run: Run) -> None:
 def take_in(run: Run) -> None:
     """Intake: every input file a submission or a rejection with its reason; the roster applied."""
     root = run.options.root
-    answer_cells = {
-        name: {
-            grade_id(c)
-            for c in nbformat.read(root / "source" / name / run.course[name].notebook, as_version=4).cells
-            if is_solution(c)
-        }
-        for name in run.wanted
-    }
+    answer_cells = {name: run.grader.answer_cells(name) for name in run.wanted}
     run.scratch = Path(tempfile.mkdtemp(prefix="intake-"))
     found, rejected = discover(run.inputs, run.wanted, answer_cells, run.scratch, course=list(run.course))
     run.result = ClassResult([], rejected, len(found) + len(rejected), Path(), Path())
@@ -374,11 +365,12 @@ def report_course(
 
 
 def grade_alone(
-    path: Path, assignment: str, solutions: Path = SOLUTIONS, use_jail: bool | None = None
+    path: Path, assignment: str, solutions: Path = SOLUTIONS, use_jail: bool | None = None, sha256: str = ""
 ) -> Outcome:
     """Grade one notebook of ``assignment`` as the instructor's grader does (hidden tests on fresh
     seeds, jailed where the machine allows), outside any course directory of the instructor's: the
-    Gradescope autograder's path (:mod:`autograder.engine.gradescope`)."""
+    Gradescope autograder's path (:mod:`autograder.engine.gradescope`). ``sha256`` is the notebook's
+    when intake has read it already (:attr:`~autograder.engine.intake.Submission.sha256`)."""
     course = {a.name: a for a in assignments(solutions)}
     if assignment not in course:
         raise CourseError(f"unknown assignment {assignment!r}; the course has: {', '.join(course)}")
@@ -388,7 +380,7 @@ def grade_alone(
         ensure_course(root, solutions, only=[a.name])
         grader = Grader(root, [a], Limits(), 1, use_jail)
         try:
-            return grader.grade_one(Submission("you", a.name, path, str(path)))
+            return grader.grade_one(Submission("you", a.name, path, str(path), sha256=sha256))
         finally:
             grader.close()
     finally:

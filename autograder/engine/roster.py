@@ -79,6 +79,53 @@ def _name_key(name: str) -> str:
     return " ".join(name.casefold().split())
 
 
+def _cell(row: dict, *names: str) -> str:
+    """The first of ``names`` the row has a value for, stripped (empty when none)."""
+    return next((row[n] for n in names if row.get(n)), "").strip()
+
+
+def _canvas(row: dict) -> Person | None:
+    uid = _cell(row, "ID")
+    if not uid.isdigit():  # "Points Possible" and other non-student rows
+        return None
+    last, _, first = (row.get("Student") or "").partition(",")
+    login = _cell(row, "SIS Login ID")
+    email = login if "@" in login else ""
+    sis, section = _cell(row, "SIS User ID"), _cell(row, "Section")
+    return Person(f"canvas-{uid}", first.strip(), last.strip(), email, uid, sis, login, section)
+
+
+def _moodle(row: dict) -> Person | None:
+    m = re.search(r"(\d+)\s*$", row.get("Identifier") or "")
+    if not m:
+        return None
+    first, _, last = _cell(row, "Full name").rpartition(" ")
+    return Person(f"moodle-{m[1]}", first, last, _cell(row, "Email address"), m[1])
+
+
+def _moodle_gradebook(row: dict) -> Person | None:
+    last = _cell(row, "Last name", "Surname")
+    first, email, sis = _cell(row, "First name"), _cell(row, "Email address"), _cell(row, "ID number")
+    return Person("", first, last, email, sis_user_id=sis)
+
+
+def _nbgrader(row: dict) -> Person | None:
+    sid = _cell(row, "id")
+    if not sid:
+        return None
+    names = _cell(row, "first_name"), _cell(row, "last_name")
+    return Person(sid, *names, _cell(row, "email"), _cell(row, "lms_user_id"))
+
+
+#: Each format: the columns that tell it, its kind, and how a row becomes a person (None: no student).
+_FORMATS = (
+    ({"Student", "ID"}, "canvas", _canvas),
+    ({"Identifier", "Full name"}, "moodle", _moodle),
+    ({"First name", "Email address"}, "moodle-gradebook", _moodle_gradebook),
+    ({"id"}, "nbgrader", _nbgrader),
+)
+
+
 def load_roster(path: Path) -> Roster:
     """Read a roster CSV (see the module's docstring for the formats)."""
     try:
@@ -86,66 +133,20 @@ def load_roster(path: Path) -> Roster:
     except (OSError, UnicodeDecodeError) as exc:
         raise RosterError(f"cannot read the roster {path}: {exc}") from None
     lines = text.splitlines()
-    rows = list(csv.DictReader(lines))
     header = {h.strip() for h in next(csv.reader(lines[:1]), [])}
-    roster = Roster(path.name, "")
-    if {"Student", "ID"} <= header:
-        roster.kind = "canvas"
-        for row in rows:
-            uid = (row.get("ID") or "").strip()
-            if not uid.isdigit():  # "Points Possible" and other non-student rows
-                continue
-            last, _, first = (row.get("Student") or "").partition(",")
-            login = (row.get("SIS Login ID") or "").strip()
-            roster.people[f"canvas-{uid}"] = Person(
-                f"canvas-{uid}",
-                first.strip(),
-                last.strip(),
-                login if "@" in login else "",
-                uid,
-                (row.get("SIS User ID") or "").strip(),
-                login,
-                (row.get("Section") or "").strip(),
-            )
-    elif {"Identifier", "Full name"} <= header:
-        roster.kind = "moodle"
-        for row in rows:
-            m = re.search(r"(\d+)\s*$", row.get("Identifier") or "")
-            if not m:
-                continue
-            first, _, last = (row.get("Full name") or "").strip().rpartition(" ")
-            person = Person(f"moodle-{m[1]}", first, last, (row.get("Email address") or "").strip(), m[1])
-            roster.people[person.student] = person
-    elif {"First name", "Email address"} <= header:
-        roster.kind = "moodle-gradebook"
-        for row in rows:
-            last = (row.get("Last name") or row.get("Surname") or "").strip()
-            person = Person(
-                "",
-                (row.get("First name") or "").strip(),
-                last,
-                (row.get("Email address") or "").strip(),
-                sis_user_id=(row.get("ID number") or "").strip(),
-            )
-            roster.by_name.setdefault(_name_key(person.full_name), []).append(person)
-    elif {"id"} <= header:
-        roster.kind = "nbgrader"
-        for row in rows:
-            sid = (row.get("id") or "").strip()
-            if sid:
-                roster.people[sid] = Person(
-                    sid,
-                    (row.get("first_name") or "").strip(),
-                    (row.get("last_name") or "").strip(),
-                    (row.get("email") or "").strip(),
-                    (row.get("lms_user_id") or "").strip(),
-                )
-    else:
+    known = next(((kind, person) for columns, kind, person in _FORMATS if columns <= header), None)
+    if known is None:
         raise RosterError(
             f"the roster {path} is not a Canvas gradebook export (Student, ID, ...), a Moodle grading "
             "worksheet (Identifier, Full name, ...), a Moodle gradebook export (First name, Email address, "
             "...) or nbgrader's student list (id, first_name, last_name, email)"
         )
+    roster = Roster(path.name, known[0])
+    for person in filter(None, map(known[1], csv.DictReader(lines))):
+        if person.student:
+            roster.people[person.student] = person
+        else:  # a Moodle gradebook row: matched by name
+            roster.by_name.setdefault(_name_key(person.full_name), []).append(person)
     if not roster.people and not roster.by_name:
         raise RosterError(f"the roster {path} lists no students")
     return roster

@@ -33,7 +33,16 @@ from jupyter_client.manager import AsyncKernelManager  # noqa: E402
 from nbclient.exceptions import CellTimeoutError, DeadKernelError  # noqa: E402
 
 from autograder.checks.evidence import EVIDENCE_ENV, EVIDENCE_MIME  # noqa: E402
-from autograder.engine.contract import Events, Job, Stop, StopReason, cell_event, end_event  # noqa: E402
+from autograder.engine.contract import (  # noqa: E402
+    CellEvent,
+    EndEvent,
+    Events,
+    Job,
+    KernelEvent,
+    StartEvent,
+    Stop,
+    StopReason,
+)
 from autograder.engine.kernel import (  # noqa: E402
     MESSAGE_OVERHEAD,
     JailedKernelManager,
@@ -57,7 +66,7 @@ INTERRUPT_GRACE = 5.0
 
 def _cell_event(
     cell: Any, index: int, status: str, seconds: float, graded: bool, hidden: list[str]
-) -> dict[str, Any]:
+) -> CellEvent:
     errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
     error = None
     if status == "interrupted":
@@ -75,7 +84,7 @@ def _cell_event(
             and isinstance(o.get("data", {}).get(EVIDENCE_MIME), str)
         ]
         stderr = any(o.get("name") == "stderr" for o in cell.get("outputs", []))
-    return cell_event(index, cell.get("id"), status, seconds, error, evidence, stderr)
+    return CellEvent(index, cell.get("id"), status, seconds, error, evidence, stderr)
 
 
 class KernelClock:
@@ -195,7 +204,7 @@ def _execute(
         event = _cell_event(cell, index, status, seconds, cell.get("id") in graded, hidden)
         cpu_after = clock.seconds() if clock else None
         if cpu_before is not None and cpu_after is not None:
-            event["cpu"] = round(cpu_after - cpu_before, 3)
+            event.cpu = round(cpu_after - cpu_before, 3)
         events.write(event)
         if status == "timeout":
             reason = StopReason.NOTEBOOK_TIMEOUT if client.timeout < cell_timeout else StopReason.CELL_TIMEOUT
@@ -226,17 +235,9 @@ def run(job: Job) -> None:
         unmount_space(job.workdir)
 
 
-def _run(job: Job) -> None:
-    events = Events(Path(job.events))
-    events.write({"event": "start"})
+def _kernel_manager(job: Job) -> JailedKernelManager:
+    """The job's kernel manager: its jail, its zygote, and a relay bounding a jailed kernel's messages."""
     workdir = job.workdir
-    nb = nbformat.read(job.notebook, as_version=4)
-    graded = set(job.grade_cells)
-    os.environ.update(
-        {EVIDENCE_ENV: "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    )
-    os.environ.update({"PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
-
     km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(workdir, "kernel"))
     km.connection_file = os.path.join(workdir, "kernel.json")
     km.jail_prefix = list(job.jail_prefix)
@@ -247,8 +248,20 @@ def _run(job: Job) -> None:
     if job.jail_spec:  # the kernel is the learner's: its messages come through a relay that bounds them
         km.relay_base = os.path.join(os.path.dirname(workdir), os.path.basename(workdir) + ".relay")
         km.relay_limits = relay_limits(int(job.output_bytes))
-    clock = KernelClock(km)
     bound_messages(km, int(job.output_bytes) + MESSAGE_OVERHEAD)
+    return km
+
+
+def _run(job: Job) -> None:
+    events = Events(Path(job.events))
+    events.write(StartEvent())
+    nb = nbformat.read(job.notebook, as_version=4)
+    os.environ.update(
+        {EVIDENCE_ENV: "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    )
+    os.environ.update({"PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+    km = _kernel_manager(job)
+    clock = KernelClock(km)
     client = LimitedClient(
         nb,
         km=km,
@@ -257,27 +270,21 @@ def _run(job: Job) -> None:
         kernel_name="python3",
         startup_timeout=int(job.startup_timeout),
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        resources={"metadata": {"path": workdir}},
+        resources={"metadata": {"path": job.workdir}},
     )
     client.output_budget = int(job.output_bytes)
-
     client.shutdown_kernel = "immediate"
-
     start = time.monotonic()
     deadline = start + float(job.notebook_seconds)
     stop: Stop | None = None
     process = None
     try:
-        with client.setup_kernel(cwd=workdir, cleanup_kc=True):
+        with client.setup_kernel(cwd=job.workdir, cleanup_kc=True):
             process = kernel_process(km)
-            started = {"event": "kernel", "seconds": round(time.monotonic() - start, 3)}
-            cpu = clock.seconds()
-            if cpu is not None:
-                started["cpu"] = round(cpu, 3)
-            events.write(started)
+            events.write(KernelEvent(round(time.monotonic() - start, 3), _rounded(clock.seconds())))
             client.watch_disconnects()
             try:
-                stop = _execute(client, nb, job, graded, deadline, events, clock)
+                stop = _execute(client, nb, job, set(job.grade_cells), deadline, events, clock)
             finally:
                 client.stop_watching()
     except Exception as exc:  # noqa: BLE001 - a kernel that never starts must still end in a stated outcome
@@ -291,7 +298,11 @@ def _run(job: Job) -> None:
             km.relay.close()
     if job.executed:
         nbformat.write(nb, job.executed)
-    events.write(end_event(stop, round(time.monotonic() - start, 3)))
+    events.write(EndEvent(stop, round(time.monotonic() - start, 3)))
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 #: Where this runner's zygotes put their sockets; None when kernels start without a zygote.

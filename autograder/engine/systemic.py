@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from autograder.engine.contract import Stop, StopReason
+from autograder.engine.contract import StopReason
 from autograder.engine.outcome import Outcome
 
 #: Stops that come before any of the learner's code runs: no notebook can cause them.
@@ -41,16 +41,15 @@ def failure_signature(o: Outcome) -> str | None:
     and a notebook that earned any points never does."""
     if o.score > 0:
         return None
-    stop = Stop.from_dict(o.stop)
-    if stop and stop.reason in _ENVIRONMENT_STOPS:
+    if o.stop and o.stop.reason in _ENVIRONMENT_STOPS:
         # the detail (a log line, a temporary path) differs from one notebook to the next: the reason counts
-        return stop.reason.headline.split(" (")[0]
+        return o.stop.reason.gist
     if o.status == "failed":
-        kind = re.search(r"\b(\w+(?:Error|Exception))\b", o.reason or "")
-        return _numbers_as_n(o.reason or "") if kind and kind.group(1) in _GRADER_KINDS else None
+        kind = re.search(r"\b(\w+(?:Error|Exception))\b", o.failure or "")
+        return _numbers_as_n(o.failure or "") if kind and kind.group(1) in _GRADER_KINDS else None
     kinds = set()
     for cell in o.cells:
-        raised, grader = _CELL_RAISED.match(cell["feedback"]), _GRADER_RAISED.match(cell["feedback"])
+        raised, grader = _CELL_RAISED.match(cell.feedback), _GRADER_RAISED.match(cell.feedback)
         if raised and raised.group(1) in _TEST_CELL_KINDS:
             kinds.add(raised.group(1))
         elif grader and grader.group(1) in _GRADER_KINDS:

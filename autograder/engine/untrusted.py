@@ -128,6 +128,7 @@ _PLAIN = {
     "int": (int,),
     "bool": (bool,),
     "str | None": (str, type(None)),
+    "dict | None": (dict, type(None)),
 }
 
 

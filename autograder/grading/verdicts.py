@@ -9,14 +9,15 @@ the reason says why (it never ran, it raised, the kernel died...).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from autograder.checks import all_checks
 from autograder.checks.evidence import EvidenceError, loads
 from autograder.checks.report import Report
 from autograder.engine import untrusted
-from autograder.engine.contract import Stop, StopReason
+from autograder.engine.contract import CellEvent, Event, EventLog, Stop, StopReason
+from autograder.engine.outcome import CellResult
 from autograder.grading import grade
 from autograder.grading.prepare import GradeCell
 
@@ -25,27 +26,18 @@ STOP_REASONS = {reason.value: reason.wording for reason in StopReason}
 
 
 @dataclass
-class CellResult:
-    """The trusted outcome of one graded cell."""
-
-    grade_id: str
-    points: float
-    score: float
-    feedback: str
-    """The check's report, or the reason there is none."""
-    passed: bool = False
-
-
-@dataclass
 class NotebookResult:
     """The trusted outcome of one submitted notebook."""
 
     cells: list[CellResult]
-    stop: str | None = None
-    """Why execution stopped early, in words; None when every cell ran."""
-    notes: list[str] = field(default_factory=list)
     stopped: Stop | None = None
     """Why execution stopped early, as the runner recorded it; None when every cell ran."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stop(self) -> str | None:
+        """Why execution stopped early, in words; None when every cell ran."""
+        return self.stopped.sentence() if self.stopped else None
 
     @property
     def score(self) -> float:
@@ -69,7 +61,7 @@ def describe_stop(end: dict[str, Any]) -> str | None:
     return stop.sentence() if stop else None
 
 
-def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) -> CellResult:
+def grade_cell(cell: GradeCell, event: CellEvent | None, stop: str | None) -> CellResult:
     """Score one graded cell from the runner's event for it (None when the cell never ran)."""
     if event is None:
         why = f"not graded: {stop}" if stop else "not graded: the cell did not run"
@@ -79,7 +71,7 @@ def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) 
     if check is None:
         return CellResult(cell.grade_id, cell.points, 0.0, "this test cell names no known check")
     matching, malformed = [], None
-    for text in event.get("evidence", []):
+    for text in event.evidence or []:
         try:
             evidence = loads(text)
         except EvidenceError as exc:
@@ -92,11 +84,10 @@ def grade_cell(cell: GradeCell, event: dict[str, Any] | None, stop: str | None) 
         ):
             matching.append(evidence)
     if not matching:
-        if event.get("status") in ("timeout", "dead", "output_limit") and stop:
+        if event.status in ("timeout", "dead", "output_limit") and stop:
             return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {stop}")
-        error = event.get("error")
-        if error:
-            why = f"the test cell raised {error}"
+        if event.error:
+            why = f"the test cell raised {event.error}"
         elif malformed:
             why = f"the evidence its check recorded is malformed ({malformed})"
         else:
@@ -123,23 +114,34 @@ def _scaled(report: Report, points: float) -> float:
 #: it to 500 characters), a stop's detail (a kernel's ``msg_type``, the runner's last log line), ids.
 EVENT_TEXT = {"error": 2_000, "detail": 500, "id": 200, "cell": 200, "reason": 200, "status": 50}
 
+E = TypeVar("E", bound=Event)
 
-def clean_event(event: dict[str, Any]) -> dict[str, Any]:
+
+def _cleaned(record: Any) -> dict[str, Any]:
+    """The texts of ``record`` that :data:`EVENT_TEXT` bounds, made renderable and cut."""
+    return {
+        key: untrusted.clean(getattr(record, key), limit)
+        for key, limit in EVENT_TEXT.items()
+        if isinstance(getattr(record, key, None), str)
+    }
+
+
+def clean_event(event: E) -> E:
     """An event with every text the kernel could choose made renderable (:func:`untrusted.clean`) and cut:
     this is where the kernel's words cross into the grader, before any of them is stored or shown."""
-    cleaned = dict(event)
-    for key, limit in EVENT_TEXT.items():
-        if isinstance(cleaned.get(key), str):
-            cleaned[key] = untrusted.clean(cleaned[key], limit)
-    return cleaned
+    if isinstance(event, CellEvent):
+        return replace(event, **_cleaned(event))
+    stop = getattr(event, "stop", None)
+    if stop is not None:
+        return replace(event, stop=replace(stop, **_cleaned(stop)))
+    return event
 
 
-def grade_notebook(cells: list[GradeCell], events: list[dict[str, Any]]) -> NotebookResult:
+def grade_notebook(cells: list[GradeCell], events: EventLog) -> NotebookResult:
     """Score every graded cell of one notebook from the runner's events (:func:`clean_event` first)."""
-    events = [clean_event(e) for e in events]
-    by_id = {e.get("id"): e for e in events if e.get("event") == "cell"}
-    ends = [e for e in events if e.get("event") == "end"]
-    stopped = Stop.from_dict(ends[-1]) if ends else Stop(StopReason.KILLED)
+    by_id = {e.id: e for e in map(clean_event, events.cells)}
+    end = events.end
+    stopped = clean_event(end).stop if end else Stop(StopReason.KILLED)
     stop = stopped.sentence() if stopped else None
     results = [grade_cell(cell, by_id.get(cell.grade_id), stop) for cell in cells]
-    return NotebookResult(results, stop, stopped=stopped)
+    return NotebookResult(results, stopped)
