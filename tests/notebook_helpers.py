@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -81,3 +82,16 @@ def source_and_release(root: Path, assignment: str) -> tuple[NotebookNode, Noteb
         nbformat.read(root / kind / assignment / f"{assignment}.ipynb", as_version=4)
         for kind in ("source", "release")
     )
+
+
+def from_a_terminal(command: list[str]) -> list[str]:
+    """``command`` started with SIGINT at its default, as a command typed in a terminal is, for a test
+    that interrupts it with Ctrl-C. A shell that starts the test run in the background (``cmd &`` in a
+    script, as CI runners and ``nohup`` do) ignores SIGINT in its children, an ignored signal stays
+    ignored across exec, and a Python started with SIGINT ignored never raises KeyboardInterrupt: the
+    test would measure the shell, not the command. A small Python puts the default back and execs it."""
+    restore = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", restore, *command]

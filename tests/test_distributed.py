@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_helpers import from_a_terminal
 
 from autograder.course.build import SOLUTIONS
 from autograder.course.demo import STUDENTS, solved
@@ -368,7 +369,9 @@ def _interrupt_when_running(inbox: Path, root: Path, address: str, client, runni
     """Grade on the cluster, press Ctrl-C once when ``running`` notebooks run on workers; the command's
     exit status and stderr, and whose notebooks ran at Ctrl-C."""
     grading = subprocess.Popen(
-        _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", "60", *options),
+        from_a_terminal(
+            _grade_command(inbox, root, "--scheduler", address, "--cell-timeout", "60", *options)
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_helpers import source_and_release
+from notebook_helpers import from_a_terminal, source_and_release
 from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine.pipeline import ensure_course, grade_class
@@ -67,7 +67,12 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
                "--solutions", str(FIXTURE), "--workers", "1", "--cell-timeout", "20"]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(temp)}
     proc = subprocess.Popen(
-        command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        from_a_terminal(command),
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stderr is not None
     seen = []
