@@ -28,7 +28,12 @@ from autograder.checks.report import Item, Report
 from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import Record, exact_shapes_item, recorded, verdict_item
 from autograder.grading.function_contract import contract_of, unchanged_item
-from autograder.grading.toolkit import SQUEEZED_BIAS, ItemOf, judge
+from autograder.grading.toolkit import (
+    SQUEEZED_BIAS,
+    ItemOf,
+    explain_linear_forward_errors,
+    judge,
+)
 
 
 def _linear_mistakes(data: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -96,7 +101,8 @@ class _FuncRun:
             for i, (label, dims) in enumerate(FUNC_CASES.items())
         }
         data = datas[MAIN]
-        return cls(evidence["cases"], datas, reference.linear(data["x"], data["W"], data["b"], data["g"]))
+        cases = explain_linear_forward_errors(evidence["cases"], datas)
+        return cls(cases, datas, reference.linear(data["x"], data["W"], data["b"], data["g"]))
 
     @property
     def main(self) -> FunctionRecord:
@@ -253,7 +259,8 @@ class _BatchedRun:
             lab: batched_inputs(case_seed(seed, i), dims)
             for i, (lab, dims) in enumerate(BATCHED_CASES.items())
         }
-        return cls(evidence["cases"], datas, {lab: _batched_reference(d) for lab, d in datas.items()})
+        refs = {lab: _batched_reference(d) for lab, d in datas.items()}
+        return cls(explain_linear_forward_errors(evidence["cases"], datas), datas, refs)
 
     @property
     def originals(self) -> dict[str, dict[str, np.ndarray]]:

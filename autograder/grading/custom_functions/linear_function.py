@@ -43,6 +43,7 @@ from autograder.grading.toolkit import (
     SQUEEZED_BIAS,
     ItemOf,
     backward_returns,
+    explain_linear_forward_errors,
     judge,
     step_error,
     tensors_unchanged_item,
@@ -112,8 +113,9 @@ class _Run:
     def of(cls, evidence: Evidence) -> _Run:
         inputs = linear_function_inputs(evidence["seed"])
         refs = {label: _linear_reference(data) for label, data in inputs.items()}
-        order = _returned_order(evidence["cases"][MAIN], _expected_direct(inputs[MAIN], refs[MAIN]))
-        return cls(evidence["cases"], inputs, refs, order)
+        cases = explain_linear_forward_errors(evidence["cases"], inputs)
+        order = _returned_order(cases[MAIN], _expected_direct(inputs[MAIN], refs[MAIN]))
+        return cls(cases, inputs, refs, order)
 
     def grads_item(self, name: str, label: str, weight: float, **options: Any) -> Item:
         """Backward called directly in case ``label``: every gradient's exact shape and value."""

@@ -86,7 +86,7 @@ def _x_unchanged_item(records: dict[str, dict[str, Any]], originals: dict[str, n
     name, weight = "x unchanged", 0.5
     for label, record in records.items():
         if record["error"]:
-            return Item(name, False, f"not checked: case {label} did not run", weight)
+            return Item(name, False, f"not checked: case {label} did not run: {record['error']}", weight)
     for label, record in records.items():
         after, before = record["inputs_after"]["x"], originals[label]
         if isinstance(after, np.ndarray) and after.shape == before.shape and np.array_equal(after, before):
