@@ -139,6 +139,14 @@ SQUEEZED_BIAS = (
 )
 
 
+#: A linear Function that saves its output where its input belongs: grad_weight = grad_output.T @ output,
+#: (out, out) where the weight is (out, in).
+SAVED_OUTPUT = (
+    "the output saved where the input belongs (save_for_backward(output, ...) instead of the input), so "
+    "grad_weight = grad_output.t().mm(output) is (out, out); save the input, which grad_weight needs"
+)
+
+
 def backward_returns(
     returned: Record, n_inputs: int, label: str, names: list[str]
 ) -> tuple[list[Any], str | None]:

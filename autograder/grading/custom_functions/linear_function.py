@@ -40,6 +40,7 @@ from autograder.grading.function_contract import (
     wrong_order_message,
 )
 from autograder.grading.toolkit import (
+    SAVED_OUTPUT,
     SQUEEZED_BIAS,
     ItemOf,
     backward_returns,
@@ -68,6 +69,7 @@ def _linear_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "grad_output is ignored (computed as if it were all ones)": ones.T @ x,
             "transposed: input.t().mm(grad_output) is (in, out); the weight is (out, in), so "
             "grad_output.t().mm(input)": x.T @ g,
+            SAVED_OUTPUT: g.T @ (x @ W.T + (data["b"] if data["bias"] == "bias" else 0.0)),
         },
         "grad_bias": {
             "grad_output returned without .sum(0): autograd would silently sum it for you, so .backward() "
