@@ -627,6 +627,12 @@ def test_fit_cubic_survives_divergence(capfd: pytest.CaptureFixture) -> None:
     report = grade(CHECKS["fit_cubic"], make_fit(sign=-1.0))
     assert {"loss curve", "beats the constant predictor", "converged", "shifted curve"} <= failed(report)
     assert "W -= lr * dW" in item(report, "converged").message
+    assert "Likely mistake: gradient ascent, W += lr * dW" in item(report, "converged").message
+    assert "Likely mistake: gradient ascent" in item(report, "loss curve").message
+    # diverging with the right sign, from a learning rate far too large, is not named as ascent
+    report = grade(CHECKS["fit_cubic"], make_fit(lr=50.0))
+    assert "diverged" in item(report, "converged").message
+    assert "ascent" not in report.render(), report.render()
 
 
 def fit_cubic_on_the_notebooks_x(x, y, lr=0.5, steps=1000):
@@ -670,6 +676,10 @@ def test_fit_cubic_does_not_trust_reported_losses() -> None:
     report = grade(CHECKS["fit_cubic"], make_fit(loss_scale="sum"))
     assert failed(report) == {"loss curve"}
     assert "your last recorded loss" in item(report, "loss curve").message
+    assert (
+        "Likely mistake: the sum of squared errors recorded, not their mean"
+        in item(report, "loss curve").message
+    )
 
 
 def test_fit_cubic_reports_the_broadcasting_trap() -> None:
