@@ -205,14 +205,18 @@ def test_loss_out_of_the_graph(fn):
     assert report.score < 2.0
     assert "loss in the graph" in failed(report)
     message = item(report, "loss in the graph").message
-    assert ("Python float" in message) if fn is loss_item else ("grad_fn None" in message)
+    assert (
+        ("Python float. Likely mistake: the loss converted to a number" in message)
+        if fn is loss_item
+        else ("grad_fn None" in message and "Likely mistake" not in message)
+    )
     assert "W2.grad" in failed(report)
 
 
 def test_loss_calling_backward_itself_is_named():
     report = grade(checks.TWO_LAYER_LOSS_TORCH, loss_calls_backward)
     assert {"W1.grad", "b1.grad", "W2.grad", "b2.grad"} <= failed(report)
-    assert "calls backward itself" in item(report, "W1.grad").message
+    assert "Likely mistake: your function calls backward itself" in item(report, "W1.grad").message
 
 
 def test_loss_float32_and_shape_one():
@@ -418,9 +422,9 @@ WRONG_ORDERS = {
     order_breadth_first: "comes too early",
     order_no_dedup: "list each node once",
     order_without_accumulate: "include the AccumulateGrad",
-    order_forward: "reversed",
+    order_forward: "reversed. Likely mistake: the nodes listed leaves first",
     order_dedup_by_name: "by identity",
-    order_nodes: "return a list of strings",
+    order_nodes: "Likely mistake: the nodes themselves listed, not their names",
     order_first_input_only: "missing",
 }
 
@@ -432,6 +436,16 @@ def test_wrong_orders_lose_points_with_a_reason(fn, capfd):
     assert "two-layer net" in failed(report)
     assert WRONG_ORDERS[fn] in item(report, "two-layer net").message
     assert capfd.readouterr().err == ""
+
+
+def order_depths(result):
+    """Not names and not nodes: a list of numbers is refused without naming the nodes as the mistake."""
+    return [1, 2, 3]
+
+
+def test_a_list_that_is_not_of_nodes_is_not_named_as_one():
+    message = item(grade(checks.BACKWARD_ORDER, order_depths), "two-layer net").message
+    assert "return a list of strings" in message and "Likely mistake" not in message, message
 
 
 def test_preorder_passes_the_chain_only():

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from check_helpers import changed_backward, grade, solution_cells
+from check_helpers import changed_backward, failed, grade, solution_cells
 
 from autograder.checks import Check
 from autograder.checks import beyond_basics as checks
@@ -66,8 +66,7 @@ def _assert_full(check: Check, *learner: Any, capfd) -> None:
 def _assert_wrong(check: Check, *learner: Any, item: str, says: str) -> None:
     report = grade(check, *learner)
     assert report.score < check.points, report.render()
-    failed = [i for i in report.items if not i.passed]
-    names = [i.name for i in failed]
+    names = [i.name for i in report.items if not i.passed]
     assert any(item in n for n in names), report.render()
     text = report.render()
     assert says.lower() in text.lower(), text
@@ -170,9 +169,9 @@ class IgnoresUpstream(LinearFunctionFunc):
 @pytest.mark.parametrize(
     ("fn", "item", "says"),
     [
-        (OldStyleLinear, "vmap", "setup_context"),
+        (OldStyleLinear, "vmap", "Likely mistake: forward written the old way, forward(ctx, ...)"),
         (BiasNotReduced, "direct backward", "shape (4, 5)"),
-        (NoVmapRule, "vmap", "vmap"),
+        (NoVmapRule, "vmap", "Likely mistake: generate_vmap_rule = True is missing"),
         (BiasAlways, "no bias", "NoneType"),
         (SwappedNeeds, "mixed requires_grad", "all zeros"),
         (IgnoresUpstream, "dx", "grad_output is ignored"),
@@ -253,7 +252,7 @@ class TransposeLastTwo(LinearFunction):
 @pytest.mark.parametrize(
     ("fn", "item", "says"),
     [
-        (TwoDOnly, "out, input (2, 3, 4, D)", "RuntimeError"),
+        (TwoDOnly, "out, input (2, 3, 4, D)", "Likely mistake: .mm (or torch.addmm) on a 4-D input"),
         (BiasFirstAxisOnly, "direct backward", "shape (3, 4, 6)"),
         (WeightMean, "dW", "averaged instead of summed"),
         (TransposeLastTwo, "1-D input", "Dimension out of range"),
@@ -322,8 +321,13 @@ class CubeNoGrad(Cube):
         (CubeDetached, NumpyCube, "second derivative through x", "detached"),
         (CubeNumpyBackward, NumpyCube, "second derivative through x", "not built from differentiable"),
         (CubeNoGrad, NumpyCube, "second derivative through", "does not"),
-        (Cube, NumpyCubeUndecorated, "NumpyCube raises", "does not require grad"),
-        (Cube, Cube, "NumpyCube raises", "raised nothing"),
+        (
+            Cube,
+            NumpyCubeUndecorated,
+            "NumpyCube raises",
+            "Likely mistake: backward is not decorated with @once",
+        ),
+        (Cube, Cube, "NumpyCube raises", "raised nothing. Likely mistake: backward is not decorated"),
         (Cube, NumpyCubeFloat32, "NumpyCube: y and dx", "single precision"),
     ],
 )
@@ -412,11 +416,23 @@ class SquareCubeMaterialized(SquareAndCube):
     [
         ((MaxNotMarked, InplaceReLU, SquareAndCube), "indices not differentiable", "mark_non_differentiable"),
         ((MaxWithIndex, InplaceReLU, SquareCubeMaterialized), "None for an unused output", "set_materialize"),
-        ((MaxIndicesDifferentiable, InplaceReLU, SquareAndCube), "indices not differentiable", "mark_non"),
+        (
+            (MaxIndicesDifferentiable, InplaceReLU, SquareAndCube),
+            "indices not differentiable",
+            "Likely mistake: the indices converted to floating point",
+        ),
         ((MaxWithIndex, ReLUNotDirty, SquareAndCube), "marked dirty", "mark_dirty"),
         ((MaxWithIndex, ReLUCopy, SquareAndCube), "marked dirty", "version counter"),
-        ((MaxWithIndex, InplaceReLU, SquareCubeNoneUnhandled), "backward with None", "NoneType"),
-        ((MaxWithIndex, InplaceReLU, SquareCubeFirstOnly), "outputs and gradients", "both outputs used"),
+        (
+            (MaxWithIndex, InplaceReLU, SquareCubeNoneUnhandled),
+            "backward with None",
+            "Likely mistake: backward computes with a gradient that is None",
+        ),
+        (
+            (MaxWithIndex, InplaceReLU, SquareCubeFirstOnly),
+            "outputs and gradients",
+            "Likely mistake: backward returns only the square's term and drops the cube's",
+        ),
     ],
 )
 def test_ctx_wrong(classes, item, says):
@@ -476,7 +492,7 @@ class SceInPlace(SoftmaxCrossEntropy):
         (SceIgnoresUpstream, "dscores", "grad_output is ignored"),
         (SceNaive, "logits of magnitude 1000", "NaN"),
         (SceSum, "dscores", "missing 1/N"),
-        (SceTargetsGrad, "direct backward", "must be None"),
+        (SceTargetsGrad, "direct backward", "must be None. Likely mistake: a value returned as dtargets"),
     ],
 )
 def test_sce_wrong(fn, item, says):
@@ -558,18 +574,37 @@ def test_fit_blank_zero():
 @pytest.mark.parametrize(
     ("fit", "item", "says"),
     [
-        (lambda x, y: fit_legendre_with(x, y, mean=True), "reaches", "sum (not the mean)"),
-        (lambda x, y: fit_legendre_with(x, y, steps=50), "reaches", "the tutorial's loop reaches"),
+        (lambda x, y: fit_legendre_with(x, y, mean=True), "reaches", "Likely mistake: the loss is the mean"),
+        (
+            lambda x, y: fit_legendre_with(x, y, steps=50),
+            "reaches",
+            "Likely mistake: the loop stops after 50 steps",
+        ),
         (lambda x, y: fit_legendre_with(x, y, lr=-5e-6, steps=20), "loss went down", "p -= lr"),
+        # three steps up the loss stay finite: the replayed ascent ends exactly there
+        (
+            lambda x, y: fit_legendre_with(x, y, lr=-5e-6, steps=3),
+            "loss went down",
+            "Likely mistake: gradient ascent, p += lr * p.grad (or a learning rate of the wrong sign), "
+            "stopped after 3 steps",
+        ),
         (lambda x, y: fit_legendre_with(x, y, lr=-5e-6), "returns", "diverged"),
         # gradients that accumulate diverge too: named, not only the sign and the learning rate as before
         (lambda x, y: fit_legendre_with(x, y, clear=False), "returns", "gradients never cleared"),
         (lambda x, y: fit_legendre_with(x, y, P3=LegendreWrongDerivative), "reaches", "tutorial"),
-        (lambda x, y: (0.0, -1.0, 0.0), "returns", "(a, b, c, d)"),
+        (lambda x, y: (0.0, -1.0, 0.0), "returns", "Likely mistake: a parameter left out of the return"),
     ],
 )
 def test_fit_wrong(fit, item, says):
     _assert_wrong(checks.FIT_LEGENDRE, fit, item=item, says=says)
+
+
+def test_a_fit_no_replayed_loop_explains_names_no_mistake():
+    """A wrong derivative in the Function the fit uses is none of the replayed loops (stopped early, the
+    mean, gradient ascent): the fit's feedback gives the recipe and names nothing."""
+    report = grade(checks.FIT_LEGENDRE, lambda x, y: fit_legendre_with(x, y, P3=LegendreWrongDerivative))
+    assert "reaches the tutorial's loss" in failed(report)
+    assert "Likely mistake" not in report.render(), report.render()
 
 
 def fit_on_the_tutorials_x(x, y):
@@ -932,7 +967,11 @@ class FuncGradFromOutput(LinearFunctionFunc):
     [
         ("LEGENDRE", LegendreKeepdim, "Likely mistake: an extra leading size-1 axis"),
         ("LINEAR_FUNCTION_FUNC", BiasNotReduced, "Likely mistake: not summed over the leading axes (4,)"),
-        ("LINEAR_FUNCTION_FUNC", FuncGradFromOutput, "Autograd refuses it: the shapes do not broadcast"),
+        (
+            "LINEAR_FUNCTION_FUNC",
+            FuncGradFromOutput,
+            "Likely mistake: the output saved where the input belongs",
+        ),
     ],
 )
 def test_a_wrong_gradient_shape_is_explained_by_what_autograd_does_with_it(check, learner, says):
@@ -940,3 +979,39 @@ def test_a_wrong_gradient_shape_is_explained_by_what_autograd_does_with_it(check
     message = next(i.message for i in report.items if i.name == "direct backward")
     assert says in message, report.render()
     assert "silently sums" not in message or "Likely mistake: not summed" in message, report.render()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Each recogniser names its own mistake only
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_int64_indices_left_unmarked_are_not_called_floating_point():
+    report = grade(checks.CTX_FEATURES, MaxNotMarked, InplaceReLU, SquareAndCube)
+    message = next(i.message for i in report.items if i.name == "MaxWithIndex: indices not differentiable")
+    assert "never called" in message and "floating point" not in message, message
+
+
+class SquareCubeOtherTypeError(SquareAndCube):
+    """A TypeError in backward that is not arithmetic on a None gradient."""
+
+    @staticmethod
+    def backward(ctx, grad_square, grad_cube):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad_square + "3"
+
+
+def test_a_type_error_that_is_not_a_none_gradient_is_not_named_as_one():
+    report = grade(checks.CTX_FEATURES, MaxWithIndex, InplaceReLU, SquareCubeOtherTypeError)
+    assert "SquareAndCube: backward with None" in failed(report)
+    assert "gradient that is None" not in report.render(), report.render()
+
+
+def test_the_output_saved_for_the_input_is_named_in_notebook_05_as_in_04():
+    """Exercise 1's direct call and in = 1 case both name it (the in = 1 shapes broadcast, so without the
+    name the feedback would say autograd sums such a gradient, under autograd refusing it)."""
+    report = grade(checks.LINEAR_FUNCTION_FUNC, FuncGradFromOutput)
+    for name in ("direct backward", "in = 1, out = 1"):
+        message = next(i.message for i in report.items if i.name == name)
+        assert "Likely mistake: the output saved where the input belongs" in message, message
+        assert "silently sums" not in message, message

@@ -23,7 +23,7 @@ from torch import nn
 
 from autograder.checks import custom_functions as checks
 from autograder.checks import jacobian_layers
-from autograder.grading.toolkit import backward_returns, step_error
+from autograder.grading.toolkit import backward_returns, linear_forward_mistake, step_error
 from backprop_utils.data import make_spiral
 
 # ---------------------------------------------------------------------------------------------------
@@ -146,6 +146,10 @@ def test_mul_constant_mistakes() -> None:
     report = grade(checks.MUL_CONSTANT, MulConstantGradForConstant)
     assert report.score < 1.0
     assert "grad_constant should be None" in item(report, "backward called directly").message
+    assert (
+        "Likely mistake: a value returned as grad_constant"
+        in item(report, "backward called directly").message
+    )
     assert "through autograd" in failed(report)
 
     report = grade(checks.MUL_CONSTANT, MulConstantTooFew)
@@ -211,10 +215,12 @@ def test_exp_mistakes() -> None:
     report = grade(checks.EXP, ExpSavesInput)
     assert failed(report) == {"saves its output"}
     assert "saved its input x" in item(report, "saves its output").message
+    assert "Likely mistake: ctx.save_for_backward(x), the input" in item(report, "saves its output").message
 
     report = grade(checks.EXP, ExpOutputOnCtx)
     assert failed(report) == {"saves its output"}
     assert "ctx.result" in item(report, "saves its output").message
+    assert "the input" not in item(report, "saves its output").message
 
     report = grade(checks.EXP, ExpInPlace)
     assert "through autograd" in failed(report)
@@ -396,6 +402,7 @@ def test_forgetting_the_transpose_in_forward() -> None:
     report = grade(checks.LINEAR_FUNCTION, ForgetsTranspose)
     assert report.score == 0.0
     assert "LinearFunction.apply raised RuntimeError" in item(report, "forward").message
+    assert "Likely mistake: the input multiplied by the weight itself" in item(report, "forward").message
 
 
 def test_tensors_on_ctx_attributes() -> None:
@@ -662,6 +669,28 @@ def train_spiral_seeded_late(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
     return train_spiral(lambda *size: next(layers), seed, steps, hidden, lr)
 
 
+def train_spiral_unseeded(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
+    """Mistake: no torch.manual_seed at all (the layers are built, then trained, from whatever state)."""
+    torch.manual_seed(seed + 12345)  # stands for the kernel's state, which is not the seed's
+    layers = iter([linear_cls(2, hidden), linear_cls(hidden, 3)])
+    torch.rand(1)  # and it moves on
+    return train_spiral_without_seed(lambda *size: next(layers), seed, steps, hidden, lr)
+
+
+def train_spiral_without_seed(linear_cls, seed, steps, hidden, lr):
+    X, y = (torch.tensor(a) for a in make_spiral(seed=seed))
+    model = nn.Sequential(linear_cls(2, hidden), nn.ReLU(), linear_cls(hidden, 3)).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(X), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
 def train_spiral_own_lr(linear_cls, seed=0, steps=30, hidden=32, lr=1.0):
     return train_spiral(linear_cls, seed, steps, hidden, 0.1)
 
@@ -686,10 +715,23 @@ class WeightTwice(LinearFunction):
 def test_train_spiral_mistakes() -> None:
     report = grade(checks.TRAIN_SPIRAL, train_spiral_ignores_class, Linear)
     assert failed(report) == {"same as nn.Linear"}
-    assert "it made 0" in item(report, "same as nn.Linear").message
+    assert (
+        "Likely mistake: train_spiral ignores its linear_cls argument"
+        in item(report, "same as nn.Linear").message
+    )
 
     report = grade(checks.TRAIN_SPIRAL, train_spiral_seeded_late, Linear)
     assert "follows the recipe" in failed(report)
+    assert (
+        "Likely mistake: torch.manual_seed(seed) called after the layers"
+        in item(report, "follows the recipe").message
+    )
+
+    # never seeded at all: the generator is not in the seeded state at any point, so only candidates
+    report = grade(checks.TRAIN_SPIRAL, train_spiral_unseeded, Linear)
+    assert "follows the recipe" in failed(report)
+    message = item(report, "follows the recipe").message
+    assert "Candidates: torch.manual_seed(seed)" in message and "Likely mistake" not in message, message
 
     report = grade(checks.TRAIN_SPIRAL, train_spiral_own_lr, Linear)
     assert failed(report) == {"follows the recipe"}
@@ -858,11 +900,18 @@ def test_a_list_is_refused_as_pytorch_refuses_it() -> None:
     report = grade(checks.MY_RELU, ReLUAsList)
     assert {"backward called directly", "through autograd"} <= failed(report)
     assert "return a tuple" in item(report, "backward called directly").message
+    assert (
+        "Likely mistake: the gradients returned as a list" in item(report, "backward called directly").message
+    )
 
 
 def test_a_value_beyond_the_inputs_that_is_not_none_loses_points_in_every_item() -> None:
     report = grade(checks.MUL_CONSTANT, MulConstantExtraTensor)
     assert "returned 3 value(s) for the 2 inputs" in item(report, "backward called directly").message
+    assert (
+        "Likely mistake: a value that is not None beyond the last input"
+        in item(report, "backward called directly").message
+    )
     assert "through autograd" in failed(report)
 
     report = grade(checks.LINEAR_FUNCTION, LinearFunctionExtraTensor)
@@ -963,6 +1012,16 @@ def test_a_forward_that_returns_none_is_a_forward_error_not_a_backward_crash() -
     assert report.score == 0.0
     message = item(report, "forward").message
     assert "LinearFunction.apply returned a NoneType, expected a tensor" in message
+    assert "Likely mistake: forward does not return its result" in message
+
+    class ReturnsNumpy(LinearFunction):
+        @staticmethod
+        def forward(ctx, input, weight, bias=None):
+            ctx.save_for_backward(input, weight, bias)
+            return F.linear(input, weight, bias).numpy()
+
+    message = item(grade(checks.LINEAR_FUNCTION, ReturnsNumpy), "forward").message
+    assert "returned a ndarray" in message and "Likely mistake" not in message, message
     assert not any("backward" in i.message and "failed" in i.message for i in report.items), report.render()
 
 
@@ -1123,3 +1182,92 @@ def test_every_upstream_layout_is_sent_to_backward(learner, says):
 
 def test_a_backward_that_reshapes_its_upstream_gradient_keeps_full_marks():
     assert grade(checks.MY_RELU, ReLUReshapesUpstream).score == checks.MY_RELU.points
+
+
+# ---------------------------------------------------------------------------------------------------
+# Each recogniser names its own mistake only
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_too_few_values_for_mul_constant_are_named() -> None:
+    report = grade(checks.MUL_CONSTANT, MulConstantTooFew)
+    message = item(report, "backward called directly").message
+    assert "so grad_constant is missing" in message
+    assert "Likely mistake: backward returns values only for some inputs" in message, message
+
+
+class LinearFunctionSavesOutput(LinearFunction):
+    """Saves the output where the input belongs: grad_weight comes out (out, out)."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        output = F.linear(input, weight, bias)
+        ctx.save_for_backward(output, weight, bias)
+        return output
+
+
+def test_the_output_saved_for_the_input_is_named_in_notebook_04_as_in_05() -> None:
+    report = grade(checks.LINEAR_FUNCTION, LinearFunctionSavesOutput)
+    message = item(report, "grad_weight").message
+    assert "Likely mistake: the output saved where the input belongs" in message, message
+    # a transposed grad_weight is the other named mistake, not this one
+    transposed = changed_backward(
+        "WeightGradTransposed",
+        LinearFunction,
+        lambda gi, gw, gb, grad_output: (gi, None if gw is None else gw.t(), gb),
+    )
+    message = item(grade(checks.LINEAR_FUNCTION, transposed), "grad_weight").message
+    assert "output saved" not in message, message
+
+
+def test_the_untransposed_weight_is_named_only_when_the_product_shows_it() -> None:
+    x, W = torch.zeros(4, 3), torch.zeros(5, 3)
+    with pytest.raises(RuntimeError) as untransposed:
+        x.mm(W)
+    assert "the weight itself" in linear_forward_mistake(str(untransposed.value), (4, 3), (5, 3))
+    with pytest.raises(RuntimeError) as other:
+        x.t().mm(W.t())  # (3, 4) by (3, 5): another product, not the untransposed weight
+    assert linear_forward_mistake(str(other.value), (4, 3), (5, 3)) is None
+    # "must be a matrix" names .mm only on an input that is not a matrix, on a line that calls mm
+    assert linear_forward_mistake(
+        "RuntimeError: self must be a matrix (in forward, line 3: y = x.mm(w))", (2, 3, 3), (5, 3)
+    )
+    assert (
+        linear_forward_mistake(
+            "RuntimeError: self must be a matrix (in forward, line 3: y = f(x))", (2, 3, 3), (5, 3)
+        )
+        is None
+    )
+    assert (
+        linear_forward_mistake(
+            "RuntimeError: self must be a matrix (in forward, line 3: y = x.mm(w))", (4, 3), (5, 3)
+        )
+        is None
+    )
+
+
+# A bias gradient summed over every axis: 0-d at every size, so every module case fails, not only (1, 1).
+BiasSummedEverywhere = changed_backward(
+    "BiasSummedEverywhere",
+    LinearFunction,
+    lambda gi, gw, gb, grad_output: (gi, gw, None if gb is None else grad_output.sum()),
+)
+
+
+class LinearOnBiasSummedEverywhere(Linear):
+    def forward(self, x):
+        return BiasSummedEverywhere.apply(x, self.weight, self.bias)
+
+
+def test_a_squeezed_bias_is_named_in_the_module_and_a_bias_summed_over_every_axis_is_not() -> None:
+    message = item(grade(checks.LINEAR_MODULE, LinearOnSqueezedBias), "forward and backward").message
+    assert "Likely mistake: grad_output.sum(0).squeeze(0)" in message, message
+    report = grade(checks.LINEAR_MODULE, LinearOnBiasSummedEverywhere)
+    assert "forward and backward" in failed(report)
+    assert "squeeze" not in item(report, "forward and backward").message, report.render()
+
+
+def test_a_blank_says_why_its_inputs_were_not_checked() -> None:
+    report = grade(checks.EXP, BlankFunction)
+    message = item(report, "inputs unchanged").message
+    assert message.startswith("not checked: case") and "NotImplementedError" in message, message

@@ -194,6 +194,33 @@ def test_numerical_gradient_rejects_x_left_changed() -> None:
     assert report.score < NUMERICAL_GRADIENT.points
     assert not item(report, "x unchanged").passed
     assert "restore each element" in item(report, "x unchanged").message
+    assert "Likely mistake: each element left at x - h, never put back" in item(report, "x unchanged").message
+
+
+def moves_x_elsewhere(f, x, h=1e-5):
+    """Right values, then x scaled in place: not a step left behind, so no step is named."""
+    grad = centred(f, x, h)
+    x *= 1.5
+    return grad
+
+
+def centred(f, x, h):
+    grad = np.zeros(x.shape)
+    for index in np.ndindex(x.shape):
+        saved = x[index]
+        x[index] = saved + h
+        f_plus = f(x)
+        x[index] = saved - h
+        f_minus = f(x)
+        x[index] = saved
+        grad[index] = (f_plus - f_minus) / (2 * h)
+    return grad
+
+
+def test_an_x_changed_otherwise_names_no_step_left_behind() -> None:
+    report = grade(CHECKS["numerical_gradient"], moves_x_elsewhere)
+    message = item(report, "x unchanged").message
+    assert "changed by up to" in message and "Likely mistake" not in message, message
 
 
 def test_numerical_gradient_rejects_restoring_by_adding_h_back() -> None:
@@ -202,12 +229,17 @@ def test_numerical_gradient_rejects_restoring_by_adding_h_back() -> None:
     assert failed(report) == {"x unchanged"}
     assert "rounding" in item(report, "x unchanged").message
     assert "saved value" in item(report, "x unchanged").message
+    assert "Likely mistake: each element put back by arithmetic" in item(report, "x unchanged").message
 
 
 def test_numerical_gradient_rejects_code_written_for_1d_arrays() -> None:
     report = grade(CHECKS["numerical_gradient"], only_1d)
     assert report.score < NUMERICAL_GRADIENT.points
     assert {"values, 2-D x", "values, 1-D and 3-D x"} <= failed(report)
+    assert "Likely mistake: x[i] indexes a whole slice" in item(report, "values, 2-D x").message
+    # forward differences are their own mistake, not this one
+    report = grade(CHECKS["numerical_gradient"], forward_differences)
+    assert "whole slice" not in item(report, "values, 2-D x").message
 
 
 def test_numerical_gradient_rejects_code_written_for_2d_arrays() -> None:
@@ -215,6 +247,7 @@ def test_numerical_gradient_rejects_code_written_for_2d_arrays() -> None:
     assert report.score < NUMERICAL_GRADIENT.points
     assert item(report, "values, 2-D x").passed
     assert not item(report, "values, 1-D and 3-D x").passed
+    assert "Likely mistake: a loop written for 2-D arrays" in item(report, "values, 1-D and 3-D x").message
     assert "IndexError" in item(report, "values, 1-D and 3-D x").message
 
 
@@ -594,6 +627,12 @@ def test_fit_cubic_survives_divergence(capfd: pytest.CaptureFixture) -> None:
     report = grade(CHECKS["fit_cubic"], make_fit(sign=-1.0))
     assert {"loss curve", "beats the constant predictor", "converged", "shifted curve"} <= failed(report)
     assert "W -= lr * dW" in item(report, "converged").message
+    assert "Likely mistake: gradient ascent, W += lr * dW" in item(report, "converged").message
+    assert "Likely mistake: gradient ascent" in item(report, "loss curve").message
+    # diverging with the right sign, from a learning rate far too large, is not named as ascent
+    report = grade(CHECKS["fit_cubic"], make_fit(lr=50.0))
+    assert "diverged" in item(report, "converged").message
+    assert "ascent" not in report.render(), report.render()
 
 
 def fit_cubic_on_the_notebooks_x(x, y, lr=0.5, steps=1000):
@@ -637,6 +676,10 @@ def test_fit_cubic_does_not_trust_reported_losses() -> None:
     report = grade(CHECKS["fit_cubic"], make_fit(loss_scale="sum"))
     assert failed(report) == {"loss curve"}
     assert "your last recorded loss" in item(report, "loss curve").message
+    assert (
+        "Likely mistake: the sum of squared errors recorded, not their mean"
+        in item(report, "loss curve").message
+    )
 
 
 def test_fit_cubic_reports_the_broadcasting_trap() -> None:

@@ -213,7 +213,34 @@ def test_unstable_sigmoid_fails_only_the_large_x_item(forward, capfd):
     message = item(report, "stable at large |x|").message
     assert "overflow" in message or "NaN" in message
     assert "-|x|" in message
+    if message.startswith("right values"):  # the values survived, the overflow warning names exp
+        assert "Likely mistake: exp evaluated at large positive arguments" in message, message
     assert capfd.readouterr().err == ""  # the overflow warning is a note, never stderr
+
+
+def sigmoid_forward_warns_in_log(x):
+    """Right values, and a warning that is not an overflow in exp: nothing is named about exp."""
+    np.log(x)  # invalid value for x < 0, divide by zero at 0
+    return sigmoid_forward(x)
+
+
+def test_a_warning_other_than_an_overflow_in_exp_is_not_named_as_one():
+    report = grade(checks.SIGMOID, sigmoid_forward_warns_in_log, sigmoid_backward)
+    message = item(report, "stable at large |x|").message
+    assert "right values, but" in message and "Likely mistake" not in message, message
+
+
+def net_grads_other_keys(params, X, y=None, reg=0.0):
+    result = _net(params, X, y, reg)
+    if y is None:
+        return result
+    loss, grads = result
+    return loss, {k.lower(): v for k, v in grads.items()}
+
+
+def test_grads_keyed_otherwise_are_not_named_as_the_d_prefix():
+    message = item(grade(checks.TWO_LAYER_NET, net_grads_other_keys), "grads keys").message
+    assert "w1" in message and "Likely mistake" not in message, message
 
 
 def test_sigmoid_backward_from_x_is_named():
@@ -422,6 +449,9 @@ def test_net_with_misnamed_grads_keys():
     report = grade(checks.TWO_LAYER_NET, net_grads_prefixed)
     assert {"grads keys", "grads['W1']", "grads['b2']"} <= failed(report)
     assert "dW1" in item(report, "grads keys").message
+    assert (
+        "Likely mistake: the gradients keyed by their names in the text" in item(report, "grads keys").message
+    )
     assert "no key 'W1'" in item(report, "grads['W1']").message
     assert "no key 'W1'" in item(report, "reg > 0").message
     assert report.score < 5 / 2
@@ -593,6 +623,7 @@ def test_training_from_equal_weights_says_symmetry_was_not_broken():
     assert failed(report) == {"accuracy >= 70%", "accuracy >= 95%"} and report.score == 1.0
     message = item(report, "accuracy >= 70%").message
     assert "symmetry was never broken" in message and "Not all equal" in message
+    assert "Likely mistake: W1 started with every row equal" in message
     assert "linear classifier" not in message
 
 

@@ -40,6 +40,19 @@ from autograder.checks.core import NotAnArray, freeze
 Arg = tuple[str, Any, bool]
 
 
+def _not_a_tensor(label: str, value: Any) -> str:
+    """Why ``label.apply`` returning ``value`` (not a tensor) is wrong; None is named as a forward that
+    returns nothing (a missing ``return``, or the value of a call that returns None)."""
+    what = f"{label}.apply returned a {type(value).__name__}, expected a tensor"
+    if value is None:
+        return (
+            f"{what}. Likely mistake: forward does not return its result (no return statement, or the "
+            "return of a call that gives None, such as ctx.save_for_backward(...)): end forward with "
+            "return output."
+        )
+    return f"{what}: does forward return its result?"
+
+
 class _Failed:
     """The result of a step that raised or did not run (distinct from a step that returned None)."""
 
@@ -221,11 +234,7 @@ class FunctionRun:
             )
         for value in values:
             if not isinstance(value, torch.Tensor):
-                what = f"a {type(value).__name__}"
-                return self.fail(
-                    step,
-                    f"{self.label}.apply returned {what}, expected a tensor: does forward return its result?",
-                )
+                return self.fail(step, _not_a_tensor(self.label, value))
             # autograd can refuse an output only when its graph is read (a returned view of an input
             # that forward changed in place): that is the forward's error, not a later step's
             graph = call(lambda value=value: value.grad_fn, name=f"the output of {self.label}.apply")

@@ -42,6 +42,19 @@ VMAP_INPLACE = (
     ("inplace arithmetic", _VMAP_INPLACE_MISTAKE),
     ("doesn't match the broadcast shape", _VMAP_INPLACE_MISTAKE),
 )
+#: PyTorch's own errors of ``torch.func`` over a Function that is not written for it, each one cause.
+FUNC_TRANSFORMS = (
+    (
+        "it must override the setup_context staticmethod",
+        "forward written the old way, forward(ctx, ...): torch.func transforms need forward without ctx "
+        "and a setup_context(ctx, inputs, output) staticmethod that saves what backward needs",
+    ),
+    (
+        "does not have vmap support",
+        "generate_vmap_rule = True is missing from the class (or a vmap staticmethod): with forward and "
+        "setup_context split, PyTorch generates the vmap rule itself when that attribute is set",
+    ),
+)
 
 
 def _explained(error: str, known: Sequence[tuple[str, str]]) -> str:
@@ -155,7 +168,7 @@ def _vmap_problem(record: FunctionRecord) -> str | None:
             continue
         error = step_error(record, step)
         if error:
-            return f"torch.func.vmap over {name}: {_explained(error, VMAP_INPLACE)}"
+            return f"torch.func.vmap over {name}: {_explained(error, VMAP_INPLACE + FUNC_TRANSFORMS)}"
         got = record["outputs"][step]
         verdict = compare(f"vmap over {name}", got["vmap"], got["loop"])
         if not verdict.ok:

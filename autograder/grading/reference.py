@@ -152,20 +152,38 @@ def legendre_fit(
     The gradients are written out in numpy (the model has four scalars, and autograd's per-step
     overhead would make grading ten times slower); tests check them against autograd.
     """
+    a, b, c, d = legendre_fit_path(x, y, init, lr, steps)[-1]
+    z = c + d * np.asarray(x, dtype=np.float64)
+    loss = np.sum((a + b * 0.5 * (5 * z**3 - 3 * z) - np.asarray(y, dtype=np.float64)) ** 2)
+    return {"params": np.array([a, b, c, d]), "loss": np.asarray(loss)}
+
+
+def legendre_fit_path(
+    x: np.ndarray,
+    y: np.ndarray,
+    init: tuple[float, float, float, float],
+    lr: float,
+    steps: int,
+    mean: bool = False,
+) -> np.ndarray:
+    """The (a, b, c, d) of :func:`legendre_fit`'s loop at its start and after each step, (steps + 1, 4);
+    with ``mean``, the loop on the mean of the squared errors instead of their sum (a replayed mistake)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     a, b, c, d = (float(v) for v in init)
-    for _ in range(steps):
-        z = c + d * x
-        p3 = 0.5 * (5 * z**3 - 3 * z)
-        r2 = 2.0 * (a + b * p3 - y)
-        slope = r2 * b * 1.5 * (5 * z**2 - 1)
-        a, b, c, d = (
-            a - lr * r2.sum(),
-            b - lr * (r2 * p3).sum(),
-            c - lr * slope.sum(),
-            d - lr * (slope * x).sum(),
-        )
-    z = c + d * x
-    loss = np.sum((a + b * 0.5 * (5 * z**3 - 3 * z) - y) ** 2)
-    return {"params": np.array([a, b, c, d]), "loss": np.asarray(loss)}
+    scale = 1.0 / x.size if mean else 1.0
+    path = [(a, b, c, d)]
+    with np.errstate(all="ignore"):
+        for _ in range(steps):
+            z = c + d * x
+            p3 = 0.5 * (5 * z**3 - 3 * z)
+            r2 = 2.0 * scale * (a + b * p3 - y)
+            slope = r2 * b * 1.5 * (5 * z**2 - 1)
+            a, b, c, d = (
+                a - lr * r2.sum(),
+                b - lr * (r2 * p3).sum(),
+                c - lr * slope.sum(),
+                d - lr * (slope * x).sum(),
+            )
+            path.append((a, b, c, d))
+    return np.array(path)

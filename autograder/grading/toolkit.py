@@ -51,7 +51,9 @@ def inputs_unchanged_item(
     """
     for label, record in cases.items():
         if record.get("error"):
-            return Item("inputs unchanged", False, f"not checked: case {label} did not run", weight)
+            return Item(
+                "inputs unchanged", False, f"not checked: case {label} did not run: {record['error']}", weight
+            )
     for label, record in cases.items():
         for key, before in originals[label].items():
             after = record.get("inputs_after", {}).get(key)
@@ -137,6 +139,14 @@ SQUEEZED_BIAS = (
 )
 
 
+#: A linear Function that saves its output where its input belongs: grad_weight = grad_output.T @ output,
+#: (out, out) where the weight is (out, in).
+SAVED_OUTPUT = (
+    "the output saved where the input belongs (save_for_backward(output, ...) instead of the input), so "
+    "grad_weight = grad_output.t().mm(output) is (out, out); save the input, which grad_weight needs"
+)
+
+
 def backward_returns(
     returned: Record, n_inputs: int, label: str, names: list[str]
 ) -> tuple[list[Any], str | None]:
@@ -152,22 +162,26 @@ def backward_returns(
     grads = list(returned["grads"])
     if returned["kind"] == "list":
         return (grads + [None] * n_inputs)[:n_inputs], (
-            f"{label}.backward returned a list: PyTorch reads only a tuple as one gradient per input (a "
-            "list is one value, and autograd raises 'expected Variable or None (got list)'); return a tuple."
+            f"{label}.backward returned a list. Likely mistake: the gradients returned as a list, which "
+            "PyTorch reads as one value (autograd raises 'expected Variable or None (got list)'); only a "
+            "tuple is one gradient per input: return a tuple."
         )
     while len(grads) > n_inputs and grads[-1] is None:
         grads.pop()
     if len(grads) > n_inputs:
         return grads[:n_inputs], (
             f"{label}.backward returned {len(returned['grads'])} value(s) for the {inputs} of "
-            f"forward ({', '.join(names[:n_inputs])}): return one gradient per input, in order; only "
-            "extra trailing Nones are ignored."
+            f"forward ({', '.join(names[:n_inputs])}). Likely mistake: a value that is not None beyond "
+            "the last input (PyTorch refuses it: 'returned an incorrect number of gradients'); return one "
+            "gradient per input, in order; only extra trailing Nones are ignored."
         )
     if len(grads) < n_inputs:
         missing = ", ".join(names[len(grads) : n_inputs])
         return grads + [None] * (n_inputs - len(grads)), (
             f"{label}.backward returned {len(grads)} value(s) for the {inputs} of forward, so "
-            f"{missing} is missing: return one gradient per input, in order (None where there is none)."
+            f"{missing} is missing. Likely mistake: backward returns values only for some inputs; return "
+            "one gradient per input, in order, None for an input that has none (a number, a flag, a "
+            "tensor that needs no gradient)."
         )
     return grads, None
 
@@ -192,8 +206,9 @@ def tensors_unchanged_item(
     """
     name = "inputs unchanged"
     for label, record in records.items():
-        if step_error(record, "forward"):
-            return Item(name, False, f"not checked: case {label} did not run", weight)
+        error = step_error(record, "forward")
+        if error:
+            return Item(name, False, f"not checked: case {label} did not run: {error}", weight)
     for label, record in records.items():
         for key, after in record.get("inputs_after", {}).items():
             step, _, argument = key.partition(": ")
@@ -309,4 +324,49 @@ def explain_errors(records: dict[str, Record], explain: Callable[[str], str | No
         error = record.get("error")
         likely = explain(error) if error else None
         explained[label] = {**record, "error": f"{error}. Likely mistake: {likely}"} if likely else record
+    return explained
+
+
+_PRODUCT_SHAPES = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
+def linear_forward_mistake(error: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> str | None:
+    """The mistake of a linear Function's forward that raised ``error`` on an input of ``x_shape`` and a
+    weight of ``w_shape`` (out, in), when the error shows it, else None: the input (its leading axes
+    folded, as torch.matmul folds them) multiplied by the weight itself, untransposed; or a matrix-only
+    product (``.mm``, ``torch.addmm``) on an input that is not a matrix, on the line that raised."""
+    match = _PRODUCT_SHAPES.search(error)
+    if match and len(x_shape) >= 2:
+        rows, cols, w_rows, w_cols = (int(g) for g in match.groups())
+        if (rows, cols, (w_rows, w_cols)) == (int(np.prod(x_shape[:-1])), x_shape[-1], tuple(w_shape)):
+            return (
+                "the input multiplied by the weight itself: the weight is stored (out_features, "
+                "in_features), so forward needs its transpose, input.mm(weight.t()) (or input @ weight.t())"
+            )
+    quoted = _QUOTED_LINE.search(error)
+    if "must be a matrix" in error and len(x_shape) != 2 and quoted and "mm(" in quoted.group(1):
+        return (
+            f".mm (or torch.addmm) on a {len(x_shape)}-D input: they take matrices only, so forward is right "
+            "only for 2-D input; input @ weight.t() (torch.matmul) multiplies over the last axis, whatever "
+            "the leading axes"
+        )
+    return None
+
+
+def explain_linear_forward_errors(
+    records: dict[str, Record], inputs: dict[str, dict[str, Any]]
+) -> dict[str, Record]:
+    """Copies of a linear Function's case ``records`` whose forward error ends with the mistake
+    :func:`linear_forward_mistake` finds in it on that case's ``inputs`` (``x`` and ``W``), if any; the
+    evidence itself is left as it was (a grader may be run twice on the same evidence)."""
+    explained = {}
+    for label, record in records.items():
+        error, data = (record.get("errors") or {}).get("forward"), inputs.get(label)
+        likely = linear_forward_mistake(error, data["x"].shape, data["W"].shape) if error and data else None
+        if likely:
+            record = {
+                **record,
+                "errors": {**record["errors"], "forward": f"{error}. Likely mistake: {likely}."},
+            }
+        explained[label] = record
     return explained

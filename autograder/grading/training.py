@@ -128,3 +128,24 @@ def two_layer_training_hint(hidden: int, losses: Any, X: np.ndarray, y: np.ndarr
         )
     }
     return ". " + loop_difference(losses, ref, ascent, "")
+
+
+def _steps_matching(params: np.ndarray, path: np.ndarray) -> np.ndarray:
+    """The steps of ``path`` (one row of parameters per step) whose parameters are ``params``."""
+    with np.errstate(all="ignore"):
+        close = np.isclose(path, params, rtol=1e-6, atol=1e-9).all(axis=1)
+    return np.flatnonzero(close)
+
+
+def replayed_fit_mistake(params: np.ndarray, replays: dict[str, np.ndarray], steps: int) -> str | None:
+    """The mistake whose replayed loop ends exactly at ``params``, or None. ``replays`` maps a sentence
+    about a replayed loop (with ``{k}`` for the steps it ran) to its path of parameters, one row per
+    step; a path the parameters meet at its last step names that loop, one they meet earlier names that
+    loop stopped after ``k`` steps (only when one step, or two neighbours, match: a path whose steps have
+    become too small to tell apart names nothing). The first replay that matches is named."""
+    for sentence, path in replays.items():
+        matched = _steps_matching(params, path)
+        if matched.size and matched.max() - matched.min() <= 1 and 0 < matched.max() <= steps:
+            k = int(matched.max())
+            return sentence.format(k=k, early="" if k == steps else f", stopped after {k} steps")
+    return None

@@ -98,6 +98,11 @@ def collect_fit_legendre(fit_legendre: Any, *, seed: int = 0) -> Evidence:
         result = fit_legendre(tensor(x), tensor(y))
         if not isinstance(result, (tuple, list)) or len(result) != 4:
             kind = type(result).__name__
+            if isinstance(result, (tuple, list)) and len(result) < 4:
+                raise TypeError(
+                    f"fit_legendre should return (a, b, c, d), but returned a {kind} of {len(result)} "
+                    "values. Likely mistake: a parameter left out of the return; return a, b, c, d"
+                )
             raise TypeError(f"fit_legendre should return (a, b, c, d), but returned a {kind}")
         return {"params": np.array([_as_float(v) for v in result], dtype=np.float64)}
 

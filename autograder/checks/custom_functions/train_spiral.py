@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import torch
@@ -33,17 +33,24 @@ def spiral_recipe(seed: int) -> dict[str, Any]:
     return {"steps": int(steps), "hidden": int(hidden), "lr": SPIRAL_LR}
 
 
-def _counting(cls: Any, counts: dict[str, int]) -> Any:
+def _counting(cls: Any, counts: dict[str, Any], seeded: torch.Tensor) -> Any:
     """A subclass of ``cls`` that counts its constructions and forward calls (``cls`` itself when it
-    cannot be subclassed), so that grading can tell whether ``train_spiral`` used the class it was given."""
+    cannot be subclassed), so that grading can tell whether ``train_spiral`` used the class it was given;
+    it also records whether torch's generator was in the state ``torch.manual_seed(seed)`` leaves (``seeded``)
+    when the first layer was built and when the first forward pass ran (a seed set after the layers are
+    built shows as False, then True)."""
     if not isinstance(cls, type):
         return cls
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if counts["made"] == 0:
+            counts["seeded_at_build"] = bool(torch.equal(torch.get_rng_state(), seeded))
         counts["made"] += 1
         cls.__init__(self, *args, **kwargs)
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if counts["forward"] == 0:
+            counts["seeded_at_first_step"] = bool(torch.equal(torch.get_rng_state(), seeded))
         counts["forward"] += 1
         return cls.forward(self, *args, **kwargs)
 
@@ -65,18 +72,31 @@ class SpiralRun(TypedDict):
     made: int
     forward: int
     seconds: float
+    seeded_at_build: NotRequired[bool | None]
+    """Whether torch's generator was as ``torch.manual_seed(seed)`` leaves it when the first layer was
+    built (None when no layer of the class was built)."""
+    seeded_at_first_step: NotRequired[bool | None]
+    """The same, when the first forward pass through a layer of the class began."""
 
 
 def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Evidence:
     """Call ``train_spiral`` with the learner's ``Linear`` and with ``nn.Linear``; record the losses."""
     runs: dict[str, SpiralRun] = {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        seeded = torch.get_rng_state()
     for label, cls in (("your Linear", Linear), ("nn.Linear", nn.Linear)):
-        counts = {"made": 0, "forward": 0}
+        counts: dict[str, Any] = {
+            "made": 0,
+            "forward": 0,
+            "seeded_at_build": None,
+            "seeded_at_first_step": None,
+        }
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             outcome = call(
                 train_spiral,
-                _counting(cls, counts),
+                _counting(cls, counts, seeded),
                 seed=seed,
                 **spiral_recipe(seed),
                 name="train_spiral",
@@ -88,6 +108,8 @@ def collect_train_spiral(train_spiral: Any, Linear: Any, *, seed: int = 0) -> Ev
             "made": counts["made"],
             "forward": counts["forward"],
             "seconds": time.perf_counter() - start,
+            "seeded_at_build": counts["seeded_at_build"],
+            "seeded_at_first_step": counts["seeded_at_first_step"],
         }
     return {"check": "train_spiral", "seed": seed, "runs": runs}
 

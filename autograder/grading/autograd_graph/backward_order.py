@@ -3,6 +3,7 @@ against the graph itself."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -103,8 +104,9 @@ def order_problem(listed: list[str], names: list[str], parents: list[set[int]]) 
         return None
     if _assignable(listed[::-1], names, parents)[0]:
         return (
-            "this is the order reversed: backward starts at the output's grad_fn and ends at the leaves' "
-            "AccumulateGrad nodes (the forward pass runs the other way)."
+            "this is the order reversed. Likely mistake: the nodes listed leaves first, in an order the "
+            "forward pass could run (a post-order walk not reversed, say): backward starts at the output's "
+            "grad_fn and ends at the leaves' AccumulateGrad nodes."
         )
     name = listed[pos]
     waiting = sorted(
@@ -143,14 +145,7 @@ def grade_backward_order(evidence: Evidence) -> Report:
             continue
         listed = record["names"]
         if listed is None:
-            report.add(
-                Item(
-                    kind,
-                    False,
-                    f"backward_order returned {record.get('returned', 'something else')}; return a list of "
-                    "strings, the class names type(node).__name__ such as 'AddmmBackward0'",
-                )
-            )
+            report.add(Item(kind, False, _not_names(record.get("returned", "something else"))))
             continue
         problem = order_problem(listed, names, parents)
         walk = recognised_walk(listed, graph) if problem else None
@@ -162,3 +157,18 @@ def grade_backward_order(evidence: Evidence) -> Report:
             report.add(Item(kind, True, f"a valid order of all {len(names)} nodes"))
     add_notes(report, evidence["cases"].values())
     return report
+
+
+#: A returned list whose odd element is a node of the graph itself.
+_HOLDS_A_NODE = re.compile(r"holding a \w*(Backward\d*|AccumulateGrad)$")
+
+
+def _not_names(returned: str) -> str:
+    """Why a returned value that is not a list of names is wrong; a list of the nodes themselves is named."""
+    text = (
+        f"backward_order returned {returned}; return a list of strings, the class names type(node).__name__ "
+        "such as 'AddmmBackward0'"
+    )
+    if _HOLDS_A_NODE.search(returned):
+        text += ". Likely mistake: the nodes themselves listed, not their names: append type(node).__name__"
+    return text

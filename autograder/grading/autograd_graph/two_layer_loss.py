@@ -68,7 +68,8 @@ def _graph_problem(record: dict[str, Any]) -> str | None:
     returned = record["returned"]
     if returned in ("float", "int"):
         return (
-            f"the function returned a Python {returned}: return the 0-d tensor itself; .item() and float() "
+            f"the function returned a Python {returned}. Likely mistake: the loss converted to a number "
+            "(.item(), float()) before it is returned: return the 0-d tensor itself; .item() and float() "
             "leave the graph behind, so nothing can call backward on it"
         )
     if returned != "Tensor":
@@ -92,9 +93,9 @@ def _grad_problem(k: str, record: dict[str, Any]) -> str | None:
         return problem
     if record["grads_before"].get(k) is not None:
         return (
-            f"{k}.grad was already set before the check called loss.backward(): your function calls "
-            "backward itself. Return the loss and let the caller call backward (a second call adds a "
-            "second copy of every gradient, or fails because the graph was freed)"
+            f"{k}.grad was already set before the check called loss.backward(). Likely mistake: your "
+            "function calls backward itself. Return the loss and let the caller call backward (a second "
+            "call adds a second copy of every gradient, or fails because the graph was freed)"
         )
     if record["backward_error"]:
         return record["backward_error"]

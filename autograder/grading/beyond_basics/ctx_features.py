@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,8 @@ class _Run:
     @classmethod
     def of(cls, evidence: Evidence) -> _Run:
         data, cases = ctx_inputs(evidence["seed"]), evidence["cases"]
-        return cls(cases["max"], cases["relu"], cases["square_cube"], data, reference.ctx_features(data))
+        sc = _none_gradient_explained(cases["square_cube"])
+        return cls(cases["max"], cases["relu"], sc, data, reference.ctx_features(data))
 
 
 def _max_values_item(run: _Run) -> Item:
@@ -117,9 +119,47 @@ def _square_cube_values_item(run: _Run) -> Item:
         "SquareAndCube: outputs and gradients",
         run.sc,
         ("forward", "autograd"),
-        lambda: [compare(title, out.get(key), ref[key]) for key, title in SQUARE_CUBE_VALUES.items()],
+        lambda: [
+            compare(title, out.get(key), ref[key], mistakes=_square_cube_mistakes(ref).get(key))
+            for key, title in SQUARE_CUBE_VALUES.items()
+        ],
         0.5,
     )
+
+
+def _square_cube_mistakes(ref: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """With both outputs used, a backward that returns one output's term alone (an if/else on which
+    gradient is not None, where both terms belong when both are there)."""
+    dropped = (
+        "backward returns only the {kept}'s term and drops the {other}'s: with both outputs used, add "
+        "both terms"
+    )
+    return {
+        "d_both": {
+            dropped.format(kept="square", other="cube"): ref["d_sq"],
+            dropped.format(kept="cube", other="square"): ref["d_cu"],
+        }
+    }
+
+
+#: PyTorch's error for arithmetic on a gradient that arrived as None.
+_NONE_OPERAND = re.compile(
+    r"TypeError: unsupported operand type\(s\) for [^:]+: .*'NoneType'.*\(in backward, line"
+)
+
+
+def _none_gradient_explained(record: Record) -> Record:
+    """The record, its backward's errors from arithmetic on a None gradient ending with that mistake."""
+    likely = (
+        ". Likely mistake: backward computes with a gradient that is None: with "
+        "ctx.set_materialize_grads(False), an unused output's gradient arrives as None; add only the terms "
+        "whose gradient is not None"
+    )
+    errors = {
+        step: f"{error}{likely}" if isinstance(error, str) and _NONE_OPERAND.search(error) else error
+        for step, error in record["errors"].items()
+    }
+    return {**record, "errors": errors}
 
 
 def _square_cube_direct_item(run: _Run) -> Item:
@@ -197,6 +237,14 @@ def _property_item(
 
 def _non_differentiable_problem(out: Record) -> str | None:
     if out.get("indices_requires_grad") is not False:
+        indices = out.get("indices")
+        if isinstance(indices, np.ndarray) and indices.dtype.kind == "f":
+            return (
+                f"the indices require grad, and are {indices.dtype}. Likely mistake: the indices converted "
+                "to floating point (indices.double(), .float(), .to(scores.dtype)) and not marked: a float "
+                "output requires grad and gets a gradient; return max's int64 indices and mark them with "
+                "ctx.mark_non_differentiable(indices) in forward."
+            )
         return "the indices require grad: mark them with ctx.mark_non_differentiable(indices) in forward."
     if out.get("values_requires_grad") is not True:
         return "the values do not require grad: only the indices are non-differentiable."

@@ -126,17 +126,20 @@ def _once_differentiable_item(run: _Run) -> Item:
         return Item(
             name,
             False,
-            "differentiating NumpyCube's gradient raised nothing: decorate backward with "
-            "@once_differentiable (below @staticmethod) so that a second derivative is refused.",
+            "differentiating NumpyCube's gradient raised nothing. Likely mistake: backward is not "
+            "decorated with @once_differentiable (a decorated backward always refuses a second "
+            "derivative); decorate it (below @staticmethod) so that a second derivative is refused.",
             weight,
         )
     if kind == "RuntimeError" and isinstance(message, str) and ONCE_DIFFERENTIABLE_MESSAGE in message:
         return Item(name, True, f"RuntimeError: {message}", weight)
+    cut = isinstance(message, str) and "does not require grad" in message
+    why = "Likely mistake: backward is not decorated with @once_differentiable" if cut else "Without it"
     return Item(
         name,
         False,
         f"it raised {kind}: {message}. Torch says '{ONCE_DIFFERENTIABLE_MESSAGE}' only when backward is "
-        "decorated with @once_differentiable: without it, the numpy backward silently cuts the graph.",
+        f"decorated with @once_differentiable. {why}: the numpy backward silently cuts the graph.",
         weight,
     )
 

@@ -71,7 +71,12 @@ def exact_shapes_item(
         if shape is None:
             if value is not None:
                 return Item(
-                    name, False, f"backward returned a tensor for {grad_name}; it must be None.", weight
+                    name,
+                    False,
+                    f"backward returned a tensor for {grad_name}; it must be None. Likely mistake: a value "
+                    f"returned as {grad_name}, the gradient of an input that has none (integer labels, a "
+                    "number, a flag): return None in its place.",
+                    weight,
                 )
             continue
         if not isinstance(value, np.ndarray):

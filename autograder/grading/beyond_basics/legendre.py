@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import exact_shapes_item, recorded, verdict_item
 from autograder.grading.function_contract import contract_of, unchanged_item
 from autograder.grading.toolkit import ItemOf, judge, step_error
+from autograder.grading.training import replayed_fit_mistake
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ class _FitRun:
     start: float = math.nan
     target: float = math.nan
     ignored_x: bool = False
+    mistake: str | None = None
 
     @classmethod
     def of(cls, evidence: Evidence) -> _FitRun:
@@ -173,7 +175,34 @@ class _FitRun:
         x, y = fit_legendre_data(evidence["seed"])
         loss, target = legendre_model_loss(params, x, y), reference_fit_loss(evidence["seed"])
         ignored_x = not _reached(loss, target) and fitted_the_tutorials_x(params, x, y)
-        return cls(record, None, loss, legendre_model_loss(np.array(FIT_INIT), x, y), target, ignored_x)
+        mistake = None if ignored_x or _reached(loss, target) else _replayed_mistake(params, x, y)
+        start = legendre_model_loss(np.array(FIT_INIT), x, y)
+        return cls(record, None, loss, start, target, ignored_x, mistake)
+
+
+def _replayed_mistake(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> str | None:
+    """The tutorial's loop with one mistake, replayed on the check's x and y, whose parameters are the
+    learner's (docs/checks.md item 28: named only when one replay ends exactly there)."""
+    path = partial(reference.legendre_fit_path, x, y, FIT_INIT)
+    stopped = (
+        f"Likely mistake: the loop stops after {{k}} steps, where the tutorial's runs {FIT_STEPS}: your "
+        "(a, b, c, d) are exactly its parameters after step {k}."
+    )
+    mean = (
+        "Likely mistake: the loss is the mean of the squared errors, not their sum{early}: your (a, b, c, "
+        f"d) are exactly where that loop goes, each step {x.size} times smaller than the tutorial's with "
+        f"lr={FIT_LR:g}."
+    )
+    ascent = (
+        "Likely mistake: gradient ascent, p += lr * p.grad (or a learning rate of the wrong sign){early}: "
+        "your (a, b, c, d) are exactly where that loop goes, up the loss; the update is p -= lr * p.grad."
+    )
+    replays = {
+        stopped: path(FIT_LR, FIT_STEPS),
+        mean: path(FIT_LR, FIT_STEPS, mean=True),
+        ascent: path(-FIT_LR, FIT_STEPS),
+    }
+    return replayed_fit_mistake(params, replays, FIT_STEPS)
 
 
 def _params_problem(params: Any) -> str | None:
@@ -215,7 +244,11 @@ def _went_down_item(run: _FitRun) -> Item:
     went_down = bool(np.isfinite(run.loss) and run.loss < run.start)
     message = f"sum of squared errors {run.loss:.4g}, from {run.start:.4g} at the start"
     if not went_down:
-        up = ": it should go down. Is the update p -= lr * p.grad?"
+        up = (
+            f": it should go down. {run.mistake}"
+            if run.mistake
+            else ": it should go down. Is the update p -= lr * p.grad?"
+        )
         message += f". {IGNORED_X_LEGENDRE}" if run.ignored_x else up
     return Item("loss went down", went_down, message, 0.5)
 
@@ -233,7 +266,7 @@ def _reached_item(run: _FitRun) -> Item:
         message += (
             f" and a fit should be within {TRAINING.rtol:.0%} of it. Start from a=0, b=-1, c=0, d=0.3 with "
             f"lr={FIT_LR:g} for {FIT_STEPS} steps, the loss being the sum (not the mean) of squared errors."
-        )
+        ) + (f" {run.mistake}" if run.mistake else "")
     return Item(name, reached, message, 1.0)
 
 

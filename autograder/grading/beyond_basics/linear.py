@@ -28,7 +28,13 @@ from autograder.checks.report import Item, Report
 from autograder.grading import grader, reference
 from autograder.grading.beyond_basics.items import Record, exact_shapes_item, recorded, verdict_item
 from autograder.grading.function_contract import contract_of, unchanged_item
-from autograder.grading.toolkit import SQUEEZED_BIAS, ItemOf, judge
+from autograder.grading.toolkit import (
+    SAVED_OUTPUT,
+    SQUEEZED_BIAS,
+    ItemOf,
+    explain_linear_forward_errors,
+    judge,
+)
 
 
 def _linear_mistakes(data: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -96,7 +102,8 @@ class _FuncRun:
             for i, (label, dims) in enumerate(FUNC_CASES.items())
         }
         data = datas[MAIN]
-        return cls(evidence["cases"], datas, reference.linear(data["x"], data["W"], data["b"], data["g"]))
+        cases = explain_linear_forward_errors(evidence["cases"], datas)
+        return cls(cases, datas, reference.linear(data["x"], data["W"], data["b"], data["g"]))
 
     @property
     def main(self) -> FunctionRecord:
@@ -126,7 +133,13 @@ def _func_value_items(run: _FuncRun) -> list[Item]:
 def _func_direct_item(run: _FuncRun) -> Item:
     """The exact shapes of backward called directly (0.5)."""
     d, m = FUNC_SIZES["D"], FUNC_SIZES["M"]
-    return exact_shapes_item("direct backward", run.main, {"dx": (N, d), "dW": (m, d), "db": (m,)}, 0.5)
+    shapes = {"dx": (N, d), "dW": (m, d), "db": (m,)}
+    return exact_shapes_item("direct backward", run.main, shapes, 0.5, _saved_output(run.datas[MAIN]))
+
+
+def _saved_output(data: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """dW computed from the output saved in place of the input (a shape mistake unless M = D)."""
+    return {"dW": {SAVED_OUTPUT: data["g"].T @ (data["x"] @ data["W"].T + data["b"])}}
 
 
 def _func_no_bias_item(run: _FuncRun) -> Item:
@@ -169,7 +182,9 @@ def _func_size_one_item(run: _FuncRun) -> Item:
         data, record = run.datas[label], run.cases[label]
         (n, d), m = data["x"].shape, data["W"].shape[0]
         ref = reference.linear(data["x"], data["W"], data["b"], data["g"])
-        mistakes = {"db": {SQUEEZED_BIAS: data["g"].sum(0).reshape(())}} if m == 1 else None
+        mistakes = _saved_output(data) | (
+            {"db": {SQUEEZED_BIAS: data["g"].sum(0).reshape(())}} if m == 1 else {}
+        )
         item = exact_shapes_item(name, record, {"dx": (n, d), "dW": (m, d), "db": (m,)}, weight, mistakes)
         if item.passed:
             steps = ("forward", "autograd")
@@ -253,7 +268,8 @@ class _BatchedRun:
             lab: batched_inputs(case_seed(seed, i), dims)
             for i, (lab, dims) in enumerate(BATCHED_CASES.items())
         }
-        return cls(evidence["cases"], datas, {lab: _batched_reference(d) for lab, d in datas.items()})
+        refs = {lab: _batched_reference(d) for lab, d in datas.items()}
+        return cls(explain_linear_forward_errors(evidence["cases"], datas), datas, refs)
 
     @property
     def originals(self) -> dict[str, dict[str, np.ndarray]]:

@@ -156,9 +156,9 @@ def _exp_saved_problem(record: FunctionRecord, data: dict[str, Any]) -> str | No
         )
     if compare("saved", arrays[0], data["x"]).ok:
         return (
-            "Exp saved its input x and recomputes exp in backward: save the output instead, "
-            "ctx.save_for_backward(result); the derivative of exp is exp itself, so the output is "
-            "all backward needs and nothing is computed twice."
+            "Exp saved its input x. Likely mistake: ctx.save_for_backward(x), the input, where the output "
+            "belongs: save the output instead, ctx.save_for_backward(result); the derivative of exp is "
+            "exp itself, so the output is all backward needs and nothing is computed twice."
         )
     if not compare("saved", arrays[0], np.exp(data["x"])).ok:
         return "the saved tensor is neither the output nor the input of forward."

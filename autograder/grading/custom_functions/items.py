@@ -104,7 +104,8 @@ def _gradient_problem(
             return None
         return (
             f"{name} should be None (its input has no gradient), but backward returned "
-            f"{describe(got)}: a non-tensor input or one that needs no gradient gets None."
+            f"{describe(got)}. Likely mistake: a value returned as {name}, the gradient of an input "
+            "that has none: a non-tensor input (a number, a flag) or one that needs no gradient gets None."
         )
     if got is None:
         return f"{name} is None; expected a tensor of shape {want.shape}."

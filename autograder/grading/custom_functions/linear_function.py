@@ -40,9 +40,11 @@ from autograder.grading.function_contract import (
     wrong_order_message,
 )
 from autograder.grading.toolkit import (
+    SAVED_OUTPUT,
     SQUEEZED_BIAS,
     ItemOf,
     backward_returns,
+    explain_linear_forward_errors,
     judge,
     step_error,
     tensors_unchanged_item,
@@ -67,6 +69,7 @@ def _linear_mistakes(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "grad_output is ignored (computed as if it were all ones)": ones.T @ x,
             "transposed: input.t().mm(grad_output) is (in, out); the weight is (out, in), so "
             "grad_output.t().mm(input)": x.T @ g,
+            SAVED_OUTPUT: g.T @ (x @ W.T + (data["b"] if data["bias"] == "bias" else 0.0)),
         },
         "grad_bias": {
             "grad_output returned without .sum(0): autograd would silently sum it for you, so .backward() "
@@ -112,8 +115,9 @@ class _Run:
     def of(cls, evidence: Evidence) -> _Run:
         inputs = linear_function_inputs(evidence["seed"])
         refs = {label: _linear_reference(data) for label, data in inputs.items()}
-        order = _returned_order(evidence["cases"][MAIN], _expected_direct(inputs[MAIN], refs[MAIN]))
-        return cls(evidence["cases"], inputs, refs, order)
+        cases = explain_linear_forward_errors(evidence["cases"], inputs)
+        order = _returned_order(cases[MAIN], _expected_direct(inputs[MAIN], refs[MAIN]))
+        return cls(cases, inputs, refs, order)
 
     def grads_item(self, name: str, label: str, weight: float, **options: Any) -> Item:
         """Backward called directly in case ``label``: every gradient's exact shape and value."""

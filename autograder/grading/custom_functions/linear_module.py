@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from autograder.checks.core import Evidence
 from autograder.checks.custom_functions.linear_module import LINEAR_MODULE, ModuleCase, module_inputs
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, reference
-from autograder.grading.toolkit import ItemOf, judge
+from autograder.grading.toolkit import SQUEEZED_BIAS, ItemOf, judge
 
 
 def _nn_linear_params(data: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -165,6 +166,24 @@ def _uses_function_item(run: _Run) -> Item:
     )
 
 
+#: Autograd refusing a 0-d gradient for the bias (apply's third input) of a module with one output.
+_ZERO_D_BIAS = re.compile(r"invalid gradient at index 2 - got \[\] but expected shape compatible with \[1\]")
+
+
+def _squeezed_bias_named(cases: dict[str, ModuleCase]) -> dict[str, ModuleCase]:
+    """The cases, a backward error that is autograd refusing a 0-d bias gradient with out_features = 1
+    ending with its mistake, named only when every other case's backward ran (a bias gradient summed over
+    every axis, .sum(), is 0-d at every size and fails the other cases too)."""
+    refused = [
+        label for label, case in cases.items() if _ZERO_D_BIAS.search(case.get("backward_error") or "")
+    ]
+    if len(refused) != 1 or any(c.get("backward_error") for lab, c in cases.items() if lab != refused[0]):
+        return cases
+    case = cases[refused[0]]
+    named = f"{case['backward_error']}. Likely mistake: {SQUEEZED_BIAS}."
+    return {**cases, refused[0]: {**case, "backward_error": named}}
+
+
 #: What is checked, in order: each item fails with the first error of the step it needs.
 ITEMS: tuple[ItemOf[_Run], ...] = (
     _cases_item(
@@ -189,5 +208,5 @@ ITEMS: tuple[ItemOf[_Run], ...] = (
 def grade_linear_module(evidence: Evidence) -> Report:
     """Grade recorded evidence: parameters registered (0.5), initialised exactly like nn.Linear (1),
     forward and backward match F.linear in float64 (1), bias=False (0.5), uses LinearFunction (0.5)."""
-    run = _Run(evidence["cases"], module_inputs(evidence["seed"]))
+    run = _Run(_squeezed_bias_named(evidence["cases"]), module_inputs(evidence["seed"]))
     return judge(LINEAR_MODULE, ITEMS, run, run.cases.values())

@@ -56,6 +56,23 @@ SPIRAL_STEP_ZERO = (
 )
 
 
+SPIRAL_SEEDED_LATE = (
+    "Step 0 is the loss of the initial parameters, before any update, so they differ from the recipe's. "
+    "Likely mistake: torch.manual_seed(seed) called after the layers are built: torch's generator was not "
+    "in the seeded state when the first layer drew its weights, and was in it when training began; seed "
+    "first, then build the layers."
+)
+
+
+def _step_zero_text(run: SpiralRun) -> str:
+    """What step 0 differing says: the seed set after the layers when the generator's recorded states show
+    it (not seeded when the first layer was built, seeded when the first forward pass began), else the
+    candidates."""
+    if run.get("seeded_at_build") is False and run.get("seeded_at_first_step") is True:
+        return SPIRAL_SEEDED_LATE
+    return SPIRAL_STEP_ZERO
+
+
 def _spiral_replays(seed: int) -> dict[str, Any]:
     """The mistakes whose replayed curve is compared with the learner's nn.Linear run, step by step."""
     replays: dict[str, Any] = {
@@ -124,6 +141,14 @@ def _same_item(run: _Run) -> Item:
     name, mine, theirs = "same as nn.Linear", run.mine, run.theirs
     if run.problem:
         return Item(name, False, f"not checked: {run.problem}")
+    if mine["made"] == 0 and theirs["made"] == 0:
+        return Item(
+            name,
+            False,
+            "train_spiral made no layer of the class it is given (with your Linear, and with nn.Linear). "
+            "Likely mistake: train_spiral ignores its linear_cls argument and builds its layers from a fixed "
+            "class; build both layers from it, linear_cls(2, hidden) and linear_cls(hidden, 3).",
+        )
     if min(mine["made"], theirs["made"]) < 2 or min(mine["forward"], theirs["forward"]) < run.steps:
         return Item(
             name,
@@ -159,7 +184,7 @@ def _recipe_item(run: _Run) -> Item:
     verdict = compare("losses with nn.Linear", run.theirs["losses"], ref)
     if verdict.ok:
         return Item(name, True, "the nn.Linear run matches the course's own", 0.5)
-    why = loop_difference(run.theirs["losses"], ref, _spiral_replays(run.seed), SPIRAL_STEP_ZERO)
+    why = loop_difference(run.theirs["losses"], ref, _spiral_replays(run.seed), _step_zero_text(run.theirs))
     return Item(name, False, f"{verdict.message()} {why}".strip(), 0.5)
 
 

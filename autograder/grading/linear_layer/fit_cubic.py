@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,10 @@ def _fit_shapes_item(outputs: dict[str, Any], best: dict[str, np.ndarray]) -> It
     return Item("W and b shapes", True, "W (1, 3) and b (1,), float64", 0.5)
 
 
-def _loss_curve_item(losses: Any, loss: float | None) -> Item:
+def _loss_curve_item(losses: Any, loss: float | None, n: int, ascent: bool = False) -> Item:
+    """The recorded losses: one finite loss per step, going down, the last one the returned W and b's
+    (``n`` points: a last loss n times theirs is a sum recorded for the mean; ``ascent``: the curve is the
+    notebook's loop with the update's sign flipped)."""
     name, weight = "loss curve", 0.5
     if not isinstance(losses, np.ndarray):
         got = getattr(losses, "type_name", type(losses).__name__)
@@ -62,9 +66,8 @@ def _loss_curve_item(losses: Any, loss: float | None) -> Item:
         )
     if not np.all(np.isfinite(losses)):
         first = int(np.argmax(~np.isfinite(losses)))
-        return Item(
-            name, False, f"losses has NaN or inf values, first at step {first}: training diverged.", weight
-        )
+        said = f"losses has NaN or inf values, first at step {first}: training diverged."
+        return Item(name, False, f"{said} {ASCENT}" if ascent else said, weight)
     if not losses[-1] < losses[0]:
         return Item(
             name, False, f"the loss went from {losses[0]:.4g} to {losses[-1]:.4g}: it should go down.", weight
@@ -72,11 +75,17 @@ def _loss_curve_item(losses: Any, loss: float | None) -> Item:
     if loss is None or not np.isfinite(loss):
         return Item(name, False, "not checked: the returned W and b cannot be evaluated.", weight)
     if abs(losses[-1] - loss) > REPORTED_LOSS.atol + REPORTED_LOSS.rtol * abs(loss):
+        summed = loss > 0 and abs(losses[-1] / (n * loss) - 1.0) < 1e-6
         return Item(
             name,
             False,
-            f"your last recorded loss is {losses[-1]:.4g}, but the W and b you returned give {loss:.4g}: "
-            "record the mean squared error of the parameters you update, and return those parameters.",
+            f"your last recorded loss is {losses[-1]:.4g}, but the W and b you returned give {loss:.4g}"
+            + (
+                f". Likely mistake: the sum of squared errors recorded, not their mean (N = {n} times it)"
+                if summed
+                else ""
+            )
+            + ": record the mean squared error of the parameters you update, and return those parameters.",
             weight,
         )
     return Item(
@@ -123,11 +132,16 @@ class _Run:
         if loss is None:
             return f"cannot evaluate your model: {self.why[MAIN]}."
         if not np.isfinite(loss):
-            return (
-                "the returned W and b give a loss of NaN or inf: training diverged. Is the update "
-                "W -= lr * dW (a + there climbs the loss), and is lr small enough?"
-            )
+            said = "the returned W and b give a loss of NaN or inf: training diverged."
+            if self.ascent:
+                return f"{said} {ASCENT}"
+            return f"{said} Is the update W -= lr * dW (a + there climbs the loss), and is lr small enough?"
         return None
+
+    @cached_property
+    def ascent(self) -> bool:
+        """Whether the learner's losses are the notebook's loop with the update's sign flipped."""
+        return ascent_replayed(self.outputs.get("losses"), *self.data[MAIN])
 
     def advice(self) -> str:
         """The likely reason a finite fit is poor."""
@@ -148,7 +162,7 @@ def _shapes_item(run: _Run) -> Item:
 
 def _curve_item(run: _Run) -> Item:
     """The recorded losses are those of the learner's own W and b (0.5)."""
-    curve = _loss_curve_item(run.outputs.get("losses"), run.losses[MAIN])
+    curve = _loss_curve_item(run.outputs.get("losses"), run.losses[MAIN], len(run.data[MAIN][0]), run.ascent)
     if run.ignored_x and not curve.passed:
         return Item(
             curve.name, False, f"your losses are not those of your W and b at the x given. {IGNORED_X}", 0.5
@@ -328,3 +342,31 @@ def _fit_advice(loss: float, constant: float, losses: Any, x: np.ndarray, y: np.
         f"lr = {NOTEBOOK_LR} and 1000 steps, right gradients converge: if you changed them, more steps or a "
         "larger lr; if you kept them, your gradients are too small (see the checks of Exercises 2 and 3)."
     )
+
+
+ASCENT = (
+    "Likely mistake: gradient ascent, W += lr * dW: your losses are, step by step, those of the notebook's "
+    "loop from its start with the update's sign flipped, which climbs the loss until it overflows; the "
+    "update is W -= lr * dW (and b -= lr * db)."
+)
+
+
+def ascent_replayed(losses: Any, x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether ``losses`` are, at every step, those of the notebook's loop (its start, lr = 0.5) with the
+    update's sign flipped: equal where finite (three steps at least), and not finite where it is not."""
+    if not (isinstance(losses, np.ndarray) and losses.ndim == 1 and 3 <= losses.size <= 100_000):
+        return False
+    if np.isfinite(losses).all():  # named only where training diverged
+        return False
+    W0, b0 = _notebook_start()
+    A = np.c_[cubic_features(x), np.ones(len(x))]
+    theta, replay = np.r_[W0.ravel(), b0], np.empty(losses.size)
+    with np.errstate(all="ignore"):
+        for i in range(losses.size):
+            residual = A @ theta - y
+            replay[i] = np.mean(residual**2)
+            theta = theta + NOTEBOOK_LR * 2.0 / len(x) * (A.T @ residual)
+        finite = np.isfinite(losses)
+        if finite.sum() < 3 or not np.array_equal(finite, np.isfinite(replay)):
+            return False
+        return bool(np.allclose(losses[finite], replay[finite], rtol=1e-6, atol=0.0))

@@ -119,7 +119,15 @@ def _special_item(kind: str, record: dict[str, Any], verdicts: list[Verdict], or
         first_failure(verdicts),
         f" {STABILITY_HINT[kind]}" if ordinary_ok else "",
         "finite, right values and no overflow warning at |x| up to 800",
+        overflow=OVERFLOWED_EXP,
     )
+
+
+#: What numpy's overflow warning from exp says an activation did, when its values came out right.
+OVERFLOWED_EXP = (
+    " Likely mistake: exp evaluated at large positive arguments (exp(-x) at very negative x, or exp(x) at "
+    "large x; np.where evaluates both of its branches, so a stable branch beside it does not prevent it)."
+)
 
 
 def grade_activation(check: Check, evidence: Evidence) -> Report:

@@ -24,12 +24,19 @@ def fp_warnings(record: dict[str, Any]) -> list[str]:
 
 
 def stability_item(
-    name: str, records: list[dict[str, Any]], failure: str | None, hint: str, passed: str, weight: float = 1.0
+    name: str,
+    records: list[dict[str, Any]],
+    failure: str | None,
+    hint: str,
+    passed: str,
+    weight: float = 1.0,
+    overflow: str = "",
 ) -> Item:
     """The item of a case that only a stable formula gets right: sunk by an error, a wrong value
     (``failure``, its message) or a floating-point warning. ``hint`` says how to be stable; it is
     empty when the ordinary cases fail (the formula itself is wrong, and the advice would mislead),
-    and it is not repeated when the failure already names a stability mistake."""
+    and it is not repeated when the failure already names a stability mistake. ``overflow`` is what an
+    overflow warning from exp, with right values, says the code did (where one thing does)."""
     for record in records:
         if record["error"]:
             return Item(name, False, record["error"], weight)
@@ -38,7 +45,8 @@ def stability_item(
         return Item(name, False, failure + ("" if named else hint), weight)
     warned = [note for record in records for note in fp_warnings(record)]
     if warned:
-        return Item(name, False, f"right values, but {warned[0]}.{hint}", weight)
+        named = overflow if "overflow encountered in exp" in warned[0] and hint else ""
+        return Item(name, False, f"right values, but {warned[0]}.{named}{hint}", weight)
     return Item(name, True, passed, weight)
 
 

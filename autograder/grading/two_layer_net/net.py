@@ -142,10 +142,17 @@ def _grad_keys_item(record: dict[str, Any]) -> Item:
     if isinstance(keys, NotAnArray):
         return Item(name, False, _missing_grad("W1", record), 0.5)
     if sorted(keys) != sorted(PARAM_NAMES):
+        prefixed = sorted(keys) == sorted(f"d{k}" for k in PARAM_NAMES)
         return Item(
             name,
             False,
-            f"grads has keys {', '.join(keys) or '(none)'}; key it exactly like params: W1, b1, W2, b2",
+            f"grads has keys {', '.join(keys) or '(none)'}"
+            + (
+                ". Likely mistake: the gradients keyed by their names in the text, dW1 for W1"
+                if prefixed
+                else ""
+            )
+            + "; key it exactly like params: W1, b1, W2, b2",
             0.5,
         )
     return Item(name, True, "exactly W1, b1, W2, b2", 0.5)

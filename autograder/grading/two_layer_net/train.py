@@ -136,9 +136,10 @@ def _start_hint(params: dict[str, np.ndarray], losses: Any, n_classes: int, accu
     W1 = params["W1"].astype(np.float64)
     if W1.shape[0] > 1 and np.allclose(W1, W1[:1], rtol=1e-9, atol=1e-12):
         return (
-            f". Every row of the returned W1 is the same: all {W1.shape[0]} hidden units have the same "
-            "weights, so they computed the same output, received the same gradient and stayed equal "
-            "(the symmetry was never broken); the network works as if it had one hidden unit. Start "
+            f". Every row of the returned W1 is the same. Likely mistake: W1 started with every row equal "
+            f"(zeros, or one constant): all {W1.shape[0]} hidden units had the same weights, so they "
+            "computed the same output, received the same gradient and stayed equal (the symmetry was never "
+            "broken); the network works as if it had one hidden unit. Start "
             'W1 at random ("Not all equal" in the notebook).'
         )
     first = float(losses[0]) if isinstance(losses, np.ndarray) and losses.ndim == 1 and losses.size else None
