@@ -79,18 +79,34 @@ def merge_alike(mistakes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def wrong_softmaxes(scores: np.ndarray) -> dict[str, np.ndarray]:
+    """The probabilities each softmax mistake computes from ``scores`` (N, C), beside the right ones:
+    ``naive`` (no shift: overflows), ``right`` (shifted by each row's maximum), ``batch_axis`` (over
+    axis 0), ``global_max`` (shifted by the maximum of every score: underflows), and ``every`` (the
+    scores shifted by that global maximum). Computed with numpy's floating-point errors silenced."""
+    with np.errstate(all="ignore"):
+        shifted = scores - scores.max(axis=1, keepdims=True)
+        every = scores - scores.max()
+        by_column = scores - scores.max(axis=0)
+        return {
+            "naive": np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True),
+            "right": np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True),
+            "batch_axis": np.exp(by_column) / np.exp(by_column).sum(axis=0),
+            "global_max": np.exp(every) / np.exp(every).sum(axis=1, keepdims=True),
+            "every": every,
+        }
+
+
 def softmax_loss_mistakes(scores: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """Wrong mean cross-entropies of ``scores``, most specific first: the unstable formulas (only where
     they do blow up), log(p + eps), and softmax over the batch axis (only where it is finite, so that
     an overflow is never called an axis mistake)."""
     rows = np.arange(scores.shape[0])
+    wrong = wrong_softmaxes(scores)
+    naive, p, p0, p_global, every = (
+        wrong[k] for k in ("naive", "right", "batch_axis", "global_max", "every")
+    )
     with np.errstate(all="ignore"):
-        naive = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
-        shifted = scores - scores.max(axis=1, keepdims=True)
-        p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
-        every = scores - scores.max()
-        p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
         lse_global = every - np.log(np.exp(every).sum(axis=1, keepdims=True))
         unstable = merge_alike(
             {

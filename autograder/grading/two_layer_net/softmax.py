@@ -24,6 +24,7 @@ from autograder.grading.softmax_mistakes import (
     merge_alike,
     one_hot_from_labels,
     softmax_loss_mistakes,
+    wrong_softmaxes,
 )
 from autograder.grading.toolkit import (
     add_notes,
@@ -48,13 +49,8 @@ def _softmax_mistakes(
     rows = np.arange(n)
     onehot = np.zeros_like(scores)
     onehot[rows, y] = 1.0
-    with np.errstate(all="ignore"):
-        naive = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
-        shifted = scores - scores.max(axis=1, keepdims=True)
-        p = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        p0 = np.exp(scores - scores.max(axis=0)) / np.exp(scores - scores.max(axis=0)).sum(axis=0)
-        every = scores - scores.max()
-        p_global = np.exp(every) / np.exp(every).sum(axis=1, keepdims=True)
+    wrong = wrong_softmaxes(scores)
+    naive, p, p0, p_global = (wrong[k] for k in ("naive", "right", "batch_axis", "global_max"))
     dscores: dict[str, Any] = {
         k: v
         for k, v in merge_alike({OVERFLOW: (naive - onehot) / n, GLOBAL_MAX: (p_global - onehot) / n}).items()
