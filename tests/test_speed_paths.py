@@ -168,12 +168,14 @@ def test_the_kinds_of_kernel_a_course_needs_are_read_without_importing(built_cou
             "-c",
             "from pathlib import Path; from autograder.engine.executor import course_kinds\n"
             f"root = Path({str(built_course)!r})\n"
-            "names = ('01_linear_layer', '04_custom_functions', 'all', 'none')\n"
+            "names = ('01_linear_layer', '04_custom_functions', '06_memory_efficient_attention',\n"
+            "         'all', 'none')\n"
             "print([course_kinds(root, a) for a in names])",
         ]
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[['numpy'], ['torch'], ['numpy', 'torch'], []]"
+    kinds = "[['numpy'], ['torch'], ['compile'], ['compile', 'numpy', 'torch'], []]"
+    assert done.stdout.strip() == kinds
     assert "nbformat" not in names and "torch" not in names
 
 

@@ -45,7 +45,7 @@ class Work:
     """The prepared notebook as JSON: the learner's answers and the course's tests, hidden ones included."""
     grade_cells: list[str]
     kernel: str
-    """``numpy`` or ``torch``: :func:`kernel_kind`."""
+    """``numpy``, ``torch`` or ``compile``: :func:`kernel_kind`."""
     limits: Limits
     jailed: bool
 
@@ -311,18 +311,25 @@ class RunnerProcess:
         self.proc = None
 
 
+#: What a notebook's code uses that imports PyTorch's compiler stack on its first call (``torch._dynamo``,
+#: AOTAutograd, ``opcheck``'s tests: seconds in every kernel): its kernels come from a ``compile`` zygote.
+COMPILER = re.compile(r"\btorch\.(compile|library|_dynamo)\b|\bfunctorch\b")
+
+
 def kernel_kind(source: Any) -> str:
     """``numpy`` when the notebook's locked set-up cells import no PyTorch (its kernel then gets none);
-    ``source`` is the assignment's source notebook, as nbformat or plain JSON reads it."""
+    otherwise ``compile`` when any of its code cells uses PyTorch's compiler stack (:data:`COMPILER`), and
+    ``torch``. ``source`` is the assignment's source notebook, as nbformat or plain JSON reads it."""
     from autograder.course import is_locked
 
+    code = []
     for cell in source["cells"]:
-        text = cell.get("source", "")
-        text = "".join(text) if isinstance(text, list) else text
-        if cell.get("cell_type") == "code" and is_locked(cell):
-            if re.search(r"^\s*(import|from)\s+torch\b", text, re.MULTILINE):
-                return "torch"
-    return "numpy"
+        if cell.get("cell_type") == "code":
+            text = cell.get("source", "")
+            code.append(("".join(text) if isinstance(text, list) else text, is_locked(cell)))
+    if not any(re.search(r"^\s*(import|from)\s+torch\b", t, re.MULTILINE) for t, locked in code if locked):
+        return "numpy"
+    return "compile" if any(COMPILER.search(t) for t, _ in code) else "torch"
 
 
 def course_kinds(course_root: Path, assignment: str) -> list[str]:
