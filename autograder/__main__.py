@@ -46,19 +46,14 @@ def _grade(args: argparse.Namespace) -> int:
 def _runners_ahead(args: argparse.Namespace):  # noqa: ANN202 - a LocalExecutor, imported here
     """This machine's runners, started before anything else of the command (its imports, the gradebook's
     check, intake): their zygotes' imports are what the first notebook waits for. As many as the
-    notebooks given, up to the workers, their zygotes not warming up when each gets one notebook; None
-    with a scheduler (the notebooks run on its cluster)."""
+    notebooks given, up to the workers; None with a scheduler (the notebooks run on its cluster)."""
     if args.scheduler:
         return None
     from autograder.engine.executor import LocalExecutor, course_kinds
 
     ahead = LocalExecutor()
-    notebooks = _notebook_files(args.submissions)
-    count = min(args.workers or os.cpu_count() or 1, max(1, notebooks))
-    # One notebook a runner: no kernel would be forked after a zygote's warm-up (seconds of CPU). None
-    # found (an export of archives, say): how many is not known, so they warm up.
-    warm = notebooks == 0 or notebooks > count
-    ahead.start_runners(count, course_kinds(args.course, args.assignment), warm=warm)
+    count = min(args.workers or os.cpu_count() or 1, max(1, _notebook_files(args.submissions)))
+    ahead.start_runners(count, course_kinds(args.course, args.assignment))
     return ahead
 
 

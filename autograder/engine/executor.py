@@ -110,14 +110,12 @@ class LocalExecutor:
         """Runners started ahead (:meth:`start_runners`) that no thread has taken yet."""
         self._font_caches: list[Path] | None = None
 
-    def start_runners(self, count: int, kinds: list[str], warm: bool = True) -> None:
+    def start_runners(self, count: int, kinds: list[str]) -> None:
         """Start ``count`` runners now, each starting its zygotes of ``kinds`` at once, rather than on
         the first notebook: the grading command calls it first, so that their imports (seconds, what
-        the first notebook waits for) overlap its own work. Each of the grader's threads takes one.
-        Without ``warm`` their zygotes skip the warm-up they would do after their first kernel (about
-        1.5 s of CPU): for runners that get one notebook each."""
+        the first notebook waits for) overlap its own work. Each of the grader's threads takes one."""
         for i in range(count):
-            runner = RunnerProcess(self.work / f"runner-ahead-{i}.log", self.zygote, kinds, warm)
+            runner = RunnerProcess(self.work / f"runner-ahead-{i}.log", self.zygote, kinds)
             runner.proc = runner._start()
             with self._lock:
                 self._runners.append(runner)
@@ -234,12 +232,9 @@ class RunnerProcess:
     runner.
     """
 
-    def __init__(
-        self, log: Path, zygote: bool = True, kinds: list[str] | None = None, warm: bool = True
-    ) -> None:
+    def __init__(self, log: Path, zygote: bool = True, kinds: list[str] | None = None) -> None:
         self.log = log
         self.zygote = zygote
-        self.warm = warm
         self.kinds = list(kinds or [])
         """The kinds of kernel whose zygotes the runner starts at once (the others on first use)."""
         self.proc: subprocess.Popen[str] | None = None
@@ -250,8 +245,7 @@ class RunnerProcess:
             return subprocess.Popen(
                 [sys.executable, "-m", "autograder.engine.runner", "--serve"]
                 + (["--zygote", str(self.log.parent)] if self.zygote else [])
-                + (["--kinds", ",".join(self.kinds)] if self.zygote and self.kinds else [])
-                + ([] if self.warm else ["--cold"]),
+                + (["--kinds", ",".join(self.kinds)] if self.zygote and self.kinds else []),
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -264,7 +258,7 @@ class RunnerProcess:
     def run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
         """Run one job; return whether it had to be killed and the last line logged meanwhile."""
         if self.proc is None or self.proc.poll() is not None:
-            self.kinds, self.warm = [], True  # a new runner after a kill: as the grader's own
+            self.kinds = []  # a new runner after a kill: its zygotes start on first use
             self.proc = self._start()
         offset = self.log.stat().st_size if self.log.exists() else 0
         proc = self.proc

@@ -32,8 +32,6 @@ ZYGOTE_DIR: dict[str, Path | None] = {"folder": None}
 #: first use or at the runner's start (:func:`first_steps`); a kind whose zygote failed to start maps to
 #: None (its kernels start the ordinary way).
 ZYGOTES: dict[str, dict[str, Any] | None] = {}
-#: False when this runner's zygotes skip their warm-up (``--cold``: the grader gave it one notebook).
-ZYGOTE_WARM: list[bool] = [True]
 #: Whether :func:`first_steps` ran: the mount namespace is made once (a second would hide the first's
 #: mounts from the zygotes started in it).
 STARTED: list[bool] = []
@@ -60,8 +58,7 @@ def launch_zygote(folder: Path, kind: str) -> dict[str, Any]:
 
     path = tempfile.mktemp(prefix=f"zygote-{kind}-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind]
-        + ([] if ZYGOTE_WARM[0] else ["cold"]),
+        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
@@ -83,12 +80,10 @@ def first_steps(argv: list[str]) -> None:
     """What a runner does before anything else: a mount namespace of its own (first, while it has no
     thread and no child: see space.py), then, serving with ``--zygote DIR --kinds K,...``, the zygotes of
     the kinds the grader announced, so that their imports (seconds) overlap this runner's own (below,
-    about 0.5 s) and the grader's, rather than wait for the first job; with ``--cold``, zygotes that do
-    not warm up (:func:`autograder.engine.zygote.serve`)."""
+    about 0.5 s) and the grader's, rather than wait for the first job."""
     if STARTED:
         return
     STARTED.append(private_mounts())
-    ZYGOTE_WARM[0] = "--cold" not in argv
     if argv[:1] == ["--serve"] and argv[1:2] == ["--zygote"]:
         ZYGOTE_DIR["folder"] = Path(argv[2])
         kinds = argv[argv.index("--kinds") + 1].split(",") if "--kinds" in argv[3:-1] else []

@@ -342,10 +342,8 @@ def _set_parent_death_signal() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def serve(path: str, kind: str = "torch", warm: bool = True) -> None:
-    """Import the modules of ``kind``'s kernels, then fork a kernel for every request on socket ``path``;
-    without ``warm``, no :func:`warm_up` after the first kernel (a runner given one notebook: no kernel
-    would be forked after it).
+def serve(path: str, kind: str = "torch") -> None:
+    """Import the modules of ``kind``'s kernels, then fork a kernel for every request on socket ``path``.
 
     The zygote stays single-threaded (forking a threaded process can deadlock the child): each
     request is handled by a forked manager process, which forks the kernel and watches over it.
@@ -357,7 +355,7 @@ def serve(path: str, kind: str = "torch", warm: bool = True) -> None:
         importlib.import_module(name)
     import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
 
-    warm = warm and os.environ.get(WARM_ENV, "1") != "0"
+    warm = os.environ.get(WARM_ENV, "1") != "0"
 
     _set_parent_death_signal()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # managers are reaped automatically
@@ -427,9 +425,9 @@ def standin(path: str, jail_spec: str | None, argv: list[str], pid_file: str | N
 
 
 def main(argv: list[str]) -> int:
-    """``serve SOCKET [numpy|torch|compile] [cold]`` or ``kernel SOCKET SPEC|- [PID_FILE] -- KERNEL ARGS``."""
+    """``serve SOCKET [numpy|torch]`` or ``kernel SOCKET SPEC|- [PID_FILE] -- KERNEL ARGS``."""
     if argv[0] == "serve":
-        serve(argv[1], argv[2] if len(argv) > 2 else "torch", argv[3:4] != ["cold"])
+        serve(argv[1], argv[2] if len(argv) > 2 else "torch")
         return 0
     if argv[0] == "kernel":
         sep = argv.index("--")
