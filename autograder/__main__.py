@@ -388,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_now(code: int) -> None:
     """End the command with ``code`` as the interpreter would, less its teardown of every module: with
-    PyTorch loaded that teardown cost a one-notebook ``grade`` about 1 s of CPU after its last output
-    (docs/speed.md). Threads that are not daemons are waited for and the exit handlers run (logging's
+    PyTorch loaded that teardown took a one-notebook ``grade`` seconds after its last output on a loaded
+    machine (docs/speed.md). Threads that are not daemons are waited for and the exit handlers run (logging's
     flush, temporary folders' clean-up), as at a normal exit."""
     import atexit
     import threading
