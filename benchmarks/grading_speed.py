@@ -1,10 +1,15 @@
 """Benchmark: where grading stands, in one run on the same submissions of one assignment.
 
-    .venv/bin/python benchmarks/grading_speed.py [--submissions 10] [--workers 2] [--assignment NAME]
+    .venv/bin/python benchmarks/grading_speed.py [--submissions 10] [--workers 2] [--assignments NAME ...]
                                                  [--skip-nbgrader] [--skip-scaling] [--scheduler ADDRESS]
 
-Every row grades the same honest submissions (reference answers, blank notebooks and half-done
-ones, in turn; notebook 04 by default), each in a course directory of its own:
+For each assignment (notebook 04 by default; ``--assignments 04_custom_functions
+06_memory_efficient_attention`` for several, a table each), every row grades the same honest
+submissions (reference answers, blank notebooks and half-done ones, in turn), each in a course
+directory of its own. Before the first row this process imports what the grader's first scoring
+imports (:func:`autograder.grading.warm_up`, nbgrader's API), so that every row does the same work:
+in one process only the first grading run pays for those imports, and the rows after it (the Dask
+executor's, before) would not. What a first run pays is the command line's fixed cost below.
 
 * serial ``nbgrader autograde``, one submission after the other (the baseline);
 * the local engine with ``--workers`` workers (default 2);
@@ -15,7 +20,10 @@ ones, in turn; notebook 04 by default), each in a course directory of its own:
 * the fixed cost per run: a run of one notebook minus the per-notebook time (the median time of a
   notebook in the full run): checking the gradebook and the course, starting runners and zygotes,
   the gradebook step and the outputs; once in this process (whose libraries the runs before have
-  imported) and once as an instructor meets it, ``python -m autograder grade`` in a fresh process;
+  imported) and once as an instructor meets it, ``python -m autograder grade`` in a fresh process,
+  with where that one goes: its notebook's wait for a kernel and its cold cells beyond the
+  per-notebook medians, and the command's own time outside its notebook (imports, the gradebook's
+  check and intake before; the gradebook step, the outputs and the exit after);
 * the Dask executor on a local cluster of ``--workers`` worker processes (``dask.distributed``'s
   ``LocalCluster``), or on the cluster at ``--scheduler ADDRESS``, against the local engine;
 * a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
@@ -80,15 +88,20 @@ def run_engine(
     return time.perf_counter() - start, result.outcomes
 
 
-def run_command_line(root: Path, assignment: str, notebooks: dict) -> float:
-    """The wall time of ``python -m autograder grade`` on ``notebooks`` in a fresh process."""
+def run_command_line(root: Path, assignment: str, notebooks: dict) -> tuple[float, list]:
+    """The wall time of ``python -m autograder grade`` on ``notebooks`` in a fresh process, and the
+    outcomes it stored."""
+    from autograder.engine.outcome import result_store
+
     inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=root.parent))
     for student, nb in notebooks.items():
         nbformat.write(nb, inbox / f"{student}_{assignment}.ipynb")
     command = [sys.executable, "-m", "autograder", "grade", assignment, str(inbox), "--course", str(root)]
     start = time.perf_counter()
     subprocess.run(command + ["--force"], check=True, capture_output=True)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    store = result_store(root)
+    return seconds, [store.read(store.path(student, assignment)) for student in notebooks]
 
 
 def run_nbgrader(root: Path, assignment: str, notebooks: dict) -> tuple[float, dict[str, float]]:
@@ -142,6 +155,7 @@ def _course(work: Path, name: str) -> Path:
 class Runs:
     """What one benchmark run measured: every row's wall time and scores, and the local engine's outcomes."""
 
+    assignment: str
     notebooks: dict
     rows: list[tuple[str, float, dict]] = field(default_factory=list)
     outcomes: list = field(default_factory=list)
@@ -149,34 +163,46 @@ class Runs:
     one: list = field(default_factory=list)
     one_seconds: float = 0.0
     command_seconds: float = 0.0
+    command: list = field(default_factory=list)
     scaling: list[tuple[int, float]] = field(default_factory=list)
 
 
-def measure(args: argparse.Namespace, work: Path) -> Runs:
-    """Grade the same submissions in every way the report compares, each in a course of its own."""
+def warm_process() -> None:
+    """Import, once, what the grader's first scoring and its gradebook step import (seconds), so that no
+    row of the report pays for it and the others not."""
+    from autograder.grading import warm_up
+
+    warm_up()
+    import nbgrader.api  # noqa: F401
+
+
+def measure(args: argparse.Namespace, work: Path, assignment: str) -> Runs:
+    """Grade the same submissions of ``assignment`` in every way the report compares, each in a course
+    of its own."""
+    work = work / assignment
     engine_root = _course(work, "engine")
-    runs = Runs(make_submissions(engine_root, args.assignment, args.submissions))
+    runs = Runs(assignment, make_submissions(engine_root, assignment, args.submissions))
     notebooks = runs.notebooks
     if not args.skip_nbgrader:
-        nb_seconds, nb_scores = run_nbgrader(_course(work, "nbgrader"), args.assignment, notebooks)
+        nb_seconds, nb_scores = run_nbgrader(_course(work, "nbgrader"), assignment, notebooks)
         runs.rows.append(("serial `nbgrader autograde`", nb_seconds, nb_scores))
-    runs.engine_seconds, runs.outcomes = run_engine(engine_root, args.assignment, notebooks, args.workers)
+    runs.engine_seconds, runs.outcomes = run_engine(engine_root, assignment, notebooks, args.workers)
     scores = {o.student: o.score for o in runs.outcomes}
     runs.rows.append((f"the engine, {args.workers} workers", runs.engine_seconds, scores))
     first = dict(list(notebooks.items())[:1])
-    runs.one_seconds, runs.one = run_engine(_course(work, "one"), args.assignment, first, args.workers)
-    runs.command_seconds = run_command_line(_course(work, "command"), args.assignment, first)
+    runs.one_seconds, runs.one = run_engine(_course(work, "one"), assignment, first, args.workers)
+    runs.command_seconds, runs.command = run_command_line(_course(work, "command"), assignment, first)
     if args.scheduler:
         label = f"Dask executor at {args.scheduler}"
         seconds, dasked = run_engine(
-            _course(work, "dask"), args.assignment, notebooks, args.workers, args.scheduler
+            _course(work, "dask"), assignment, notebooks, args.workers, args.scheduler
         )
     else:
         label = f"Dask executor, local cluster of {args.workers} workers"
-        seconds, dasked = on_local_cluster(_course(work, "dask"), args.assignment, notebooks, args.workers)
+        seconds, dasked = on_local_cluster(_course(work, "dask"), assignment, notebooks, args.workers)
     runs.rows.append((label, seconds, {o.student: o.score for o in dasked}))
     for size in () if args.skip_scaling else (1, 2, 4):
-        seconds, scaled = on_local_cluster(_course(work, f"dask-{size}"), args.assignment, notebooks, size)
+        seconds, scaled = on_local_cluster(_course(work, f"dask-{size}"), assignment, notebooks, size)
         runs.scaling.append((size, seconds))
         runs.rows.append(
             (f"Dask, {size} local workers (scaling)", seconds, {o.student: o.score for o in scaled})
@@ -192,8 +218,9 @@ def mismatches(runs: Runs) -> dict[str, dict]:
         for label, _, scores in runs.rows[1:]
     }
     found = {label: diff for label, diff in found.items() if diff}
-    if len(runs.one) != 1 or runs.one[0].score != reference[runs.one[0].student]:
-        found["one-notebook run"] = {o.student: o.score for o in runs.one}
+    for label, one in (("one-notebook run", runs.one), ("command line", runs.command)):
+        if len(one) != 1 or one[0].score != reference[one[0].student]:
+            found[label] = {o.student: o.score for o in one}
     return found
 
 
@@ -211,6 +238,36 @@ def scaling_table(scaling: list[tuple[int, float]], ncores: int, record) -> None
         record.line(f"| {workers} | {seconds:.1f} s | {one_worker / seconds:.2f}x |")
 
 
+PHASES = ("runner_start", "kernel_start", "cells", "shutdown")
+
+
+def phase_medians(outcomes: list) -> dict[str, float]:
+    """The median seconds of each phase of a notebook (:func:`~autograder.engine.executor.timing_breakdown`),
+    with ``cells_cpu`` and ``prepare_and_grade`` (the rest of the grader's time on it)."""
+    medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in (*PHASES, "cells_cpu")}
+    medians["prepare_and_grade"] = statistics.median(
+        o.seconds - sum(o.timing.get(p, 0.0) for p in PHASES) for o in outcomes
+    )
+    return medians
+
+
+def fixed_cost_parts(runs: Runs, medians: dict[str, float]) -> str:
+    """The command line's one notebook against the per-notebook medians: how much longer it waited to
+    start and its kernel, how much longer its cells ran (cold), and the command's time outside it."""
+    one = runs.command[0]
+    waited = sum(one.timing.get(p, 0.0) - medians[p] for p in ("runner_start", "kernel_start"))
+    colder = one.timing.get("cells", 0.0) - medians["cells"]
+    rest = one.seconds - sum(one.timing.get(p, 0.0) for p in PHASES) - medians["prepare_and_grade"]
+    outside = runs.command_seconds - one.seconds
+    return (
+        f"its notebook waited {waited:.2f} s more for its runner and kernel (a zygote's imports), its cells "
+        f"ran {colder:.2f} s longer (a kernel not yet warmed, beside the grader's warm-up), preparing and "
+        f"scoring it {rest:.2f} s longer, and {outside:.2f} s were the command's own, outside its notebook "
+        "(the interpreter, imports, the gradebook's check and intake before; the gradebook step, the "
+        "outputs and the exit after)"
+    )
+
+
 def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     """Print and keep the comparison table, the fixed cost, the scaling table and where a notebook's
     time goes; return the rows whose scores differ."""
@@ -219,7 +276,7 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
     per_notebook = statistics.median(o.seconds for o in outcomes)
     record.line(
-        f"{n} submissions of {args.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
+        f"{n} submissions of {runs.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
         f"jailed: {outcomes[0].jailed}"
     )
     record.line()
@@ -250,15 +307,12 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
         f"- fixed cost per run from the command line: {runs.command_seconds - per_notebook:.2f} s "
         f"(`python -m autograder grade` of 1 notebook in a fresh process {runs.command_seconds:.2f} s)"
     )
-    phases = ["runner_start", "kernel_start", "cells", "cells_cpu", "shutdown"]
-    medians = {p: statistics.median(o.timing.get(p, 0.0) for o in outcomes) for p in phases}
-    measured = ("runner_start", "kernel_start", "cells", "shutdown")
-    medians["prepare_and_grade"] = statistics.median(
-        o.seconds - sum(o.timing.get(p, 0.0) for p in measured) for o in outcomes
-    )
+    medians = phase_medians(outcomes)
     record.line(
         "- the engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
     )
+    if runs.command:
+        record.line("- where the command line's fixed cost goes: " + fixed_cost_parts(runs, medians))
     differ = mismatches(runs)
     record.line("- scores: " + ("identical in every row" if not differ else f"DIFFER: {differ}"))
     scaling_table(runs.scaling, ncores, record)
@@ -273,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--submissions", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--assignment", default="04_custom_functions")
+    parser.add_argument("--assignment", default=None, help="one assignment (default 04_custom_functions)")
+    parser.add_argument(
+        "--assignments", nargs="+", default=None, metavar="NAME", help="several, a table each"
+    )
     parser.add_argument(
         "--skip-nbgrader", action="store_true", help="leave out serial nbgrader (the slow row)"
     )
@@ -285,13 +342,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = "1"
+    names = args.assignments or [args.assignment or "04_custom_functions"]
     record = Record("grading_speed", argv)
     work = Path(tempfile.mkdtemp(prefix="bench-"))
+    differ: dict[str, dict] = {}
     try:
-        runs = measure(args, work)
+        warm_process()
+        for i, name in enumerate(names):
+            if i:
+                record.line()
+            found = report(measure(args, work, name), args, record)
+            differ.update({f"{name}: {label}": diff for label, diff in found.items()})
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    differ = report(runs, args, record)
     record.write()
     return 1 if differ else 0
 

@@ -159,3 +159,58 @@ def test_an_unchanged_course_is_known_without_jupytext_and_a_changed_one_is_rebu
     assert sync_sources(root, sources)[1] == ["01_linear_layer"]
     assert "a new last cell" in target.read_text()
     assert sync_sources(root, sources)[1] == []
+
+
+def test_the_kinds_of_kernel_a_course_needs_are_read_without_importing(built_course: Path) -> None:
+    """What the grade command reads before anything else, to start the right zygotes at once."""
+    names, done = imported(
+        [
+            "-c",
+            "from pathlib import Path; from autograder.engine.executor import course_kinds\n"
+            f"root = Path({str(built_course)!r})\n"
+            "names = ('01_linear_layer', '04_custom_functions', '06_memory_efficient_attention',\n"
+            "         'all', 'none')\n"
+            "print([course_kinds(root, a) for a in names])",
+        ]
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    kinds = "[['numpy'], ['torch'], ['compile'], ['compile', 'numpy', 'torch'], []]"
+    assert done.stdout.strip() == kinds
+    assert "nbformat" not in names and "torch" not in names
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """The processes whose parent is ``pid``, with their command lines."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(
+                    (int(entry.name), (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+                )
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_runners_started_ahead_start_their_zygotes_before_any_notebook() -> None:
+    """``start_runners`` (the grade command's first step): each runner starts the zygote of the kind it
+    was told at once, with no job given, so that the first notebook does not wait for its imports; the
+    runner is still one the grader's threads take, and stopping it stops its zygote."""
+    import time
+
+    from autograder.engine.executor import LocalExecutor
+
+    executor = LocalExecutor()
+    try:
+        executor.start_runners(1, ["numpy"])
+        runner = executor._idle[0].proc
+        deadline = time.monotonic() + 60
+        zygotes: list[tuple[int, str]] = []
+        while not zygotes and time.monotonic() < deadline:
+            time.sleep(0.1)
+            zygotes = [c for c in _children(runner.pid) if "autograder.engine.zygote serve" in c[1]]
+        assert [cmd.split()[-1] for _, cmd in zygotes] == ["numpy"], _children(runner.pid)
+    finally:
+        executor.close()
+    assert runner.poll() is not None

@@ -238,3 +238,74 @@ def test_the_zygote_stays_single_threaded_and_its_warm_up_leaves_no_state() -> N
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "1"
+
+
+#: What a kernel of a notebook that compiles can observe of PyTorch's compiler stack, read before and
+#: after its own first compile and opcheck.
+COMPILE_PROBE = (
+    "import sys\n"
+    "preloaded = 'torch.testing._internal.optests' in sys.modules\n"
+    + PROBE.replace('print("STATE " + json.dumps(state))', "")
+    + """
+import torch._dynamo, functorch.compile
+from torch._dynamo.utils import counters
+state["preloaded"] = preloaded
+state["filters_after_import"] = len(warnings.filters)
+state["counters_before"] = {k: dict(v) for k, v in counters.items()}
+state["ops_namespaces"] = sorted(n for n in dir(torch.ops) if not n.startswith("_"))
+plain = (bool, int, float, str, type(None))
+config = torch._dynamo.config.get_config_copy()
+here = lambda v: v.replace(os.getcwd(), "<its folder>") if isinstance(v, str) else v
+state["dynamo_config"] = sorted((k, here(v)) for k, v in config.items() if isinstance(v, plain))
+
+@torch.library.custom_op("probe_course::double", mutates_args=())
+def double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+@double.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+double.register_autograd(lambda ctx, g: g * 2)
+torch.library.opcheck(double, (torch.ones(3, requires_grad=True),))
+compiled = torch.compile(lambda y: double(y).sin(), backend="aot_eager", fullgraph=True)
+state["compiled"] = compiled(torch.zeros(2, requires_grad=True)).tolist()
+state["counters_after"] = {k: dict(v) for k, v in counters.items()}
+state["ops_after"] = sorted(n for n in dir(torch.ops) if not n.startswith("_") and n != "probe_course")
+print("STATE " + json.dumps(state))
+"""
+)
+
+
+def test_a_kernel_of_the_compile_zygote_sees_what_a_cold_kernel_sees(course, monkeypatch) -> None:
+    """A notebook that uses PyTorch's compiler stack (``kernel_kind``: ``compile``) gets kernels of a
+    zygote whose warm-up imported and ran it (``torch.compile``, ``opcheck``): the second kernel, forked
+    after that warm-up, has it loaded, and yet sees what a cold kernel sees before and after its own
+    first compile and opcheck: no operator or namespace, cache or counter of the warm-up's."""
+    root, release = course
+    probe = with_cell(release, COMPILE_PROBE)
+    cold = state(grade(root, {"cold-c": probe}, zygote=False)["cold-c"])
+    with monkeypatch.context() as patch:
+        patch.setattr("autograder.engine.grade.kernel_kind", lambda source: "compile")
+        warm = grade(root, {"compile-1": probe, "compile-2": probe}, zygote=True)
+    warm_1, warm_2 = state(warm["compile-1"]), state(warm["compile-2"])
+    assert warm_2.pop("preloaded") and not cold.pop("preloaded") and not warm_1.pop("preloaded")
+    for key in ("numpy_rng", "torch_initial_seed", "torch_rng", "torch_first_draw"):
+        assert warm_1.pop(key) != warm_2.pop(key), key
+        cold.pop(key)
+    for key in ("engine_classes", "engine_modules"):
+        assert warm_1.pop(key) == warm_2.pop(key), key
+        cold.pop(key)
+    assert cold["counters_before"] == {} and cold["compiled"] == [0.0, 0.0]
+    # What the compiler stack's imports register, a cold kernel has once it has compiled: a warm one from
+    # the start (sympy's warning filter, operator namespaces such as ``cplib``).
+    assert warm_2.pop("warning_filters") == cold["filters_after_import"]
+    assert warm_2.pop("ops_namespaces") == cold["ops_after"]
+    config = {k: v for k, v in cold["dynamo_config"]}
+    assert warm_2["dynamo_config"] == cold["dynamo_config"], {
+        k: (v, config.get(k)) for k, v in warm_2["dynamo_config"] if config.get(k) != v
+    }
+    cold.pop("warning_filters"), cold.pop("ops_namespaces")
+    warm_1.pop("warning_filters"), warm_1.pop("ops_namespaces")
+    assert warm_2 == cold, {k: (warm_2.get(k), cold[k]) for k in cold if warm_2.get(k) != cold[k]}
+    assert warm_1 == cold

@@ -48,7 +48,8 @@ class Job:
     notebook_seconds: float
     output_bytes: int
     kernel: str = "torch"
-    """``numpy`` (the kernel never imports PyTorch) or ``torch``: which zygote forks the kernel."""
+    """``numpy`` (the kernel never imports PyTorch), ``torch`` or ``compile`` (PyTorch, its compiler stack
+    warmed): which zygote forks the kernel."""
     executed: str | None = None
     """Where the executed notebook is written, or None."""
     jail_prefix: list[str] = field(default_factory=list)

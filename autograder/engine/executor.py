@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -18,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from autograder.engine import jail
 from autograder.engine.contract import (
@@ -44,7 +45,7 @@ class Work:
     """The prepared notebook as JSON: the learner's answers and the course's tests, hidden ones included."""
     grade_cells: list[str]
     kernel: str
-    """``numpy`` or ``torch``: :func:`kernel_kind`."""
+    """``numpy``, ``torch`` or ``compile``: :func:`kernel_kind`."""
     limits: Limits
     jailed: bool
 
@@ -105,7 +106,20 @@ class LocalExecutor:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._runners: list[RunnerProcess] = []
+        self._idle: list[RunnerProcess] = []
+        """Runners started ahead (:meth:`start_runners`) that no thread has taken yet."""
         self._font_caches: list[Path] | None = None
+
+    def start_runners(self, count: int, kinds: list[str]) -> None:
+        """Start ``count`` runners now, each starting its zygotes of ``kinds`` at once, rather than on
+        the first notebook: the grading command calls it first, so that their imports (seconds, what
+        the first notebook waits for) overlap its own work. Each of the grader's threads takes one."""
+        for i in range(count):
+            runner = RunnerProcess(self.work / f"runner-ahead-{i}.log", self.zygote, kinds)
+            runner.proc = runner._start()
+            with self._lock:
+                self._runners.append(runner)
+                self._idle.append(runner)
 
     def run(self, work: Work) -> Executed:
         """Run the notebook as a job of its own, in a fresh job folder, on this thread's runner."""
@@ -180,10 +194,14 @@ class LocalExecutor:
         """
         runner = getattr(self._local, "runner", None)
         if runner is None:
-            log = self.work / f"runner-{threading.get_ident()}.log"
-            runner = self._local.runner = RunnerProcess(log, zygote=self.zygote)
             with self._lock:
-                self._runners.append(runner)
+                runner = self._idle.pop(0) if self._idle else None
+            if runner is None:
+                log = self.work / f"runner-{threading.get_ident()}.log"
+                runner = RunnerProcess(log, zygote=self.zygote)
+                with self._lock:
+                    self._runners.append(runner)
+            self._local.runner = runner
         return runner.run(job_path, hard_limit)
 
     def stop(self) -> None:
@@ -214,9 +232,11 @@ class RunnerProcess:
     runner.
     """
 
-    def __init__(self, log: Path, zygote: bool = True) -> None:
+    def __init__(self, log: Path, zygote: bool = True, kinds: list[str] | None = None) -> None:
         self.log = log
         self.zygote = zygote
+        self.kinds = list(kinds or [])
+        """The kinds of kernel whose zygotes the runner starts at once (the others on first use)."""
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
@@ -224,7 +244,8 @@ class RunnerProcess:
         with self.log.open("ab") as log_file:
             return subprocess.Popen(
                 [sys.executable, "-m", "autograder.engine.runner", "--serve"]
-                + (["--zygote", str(self.log.parent)] if self.zygote else []),
+                + (["--zygote", str(self.log.parent)] if self.zygote else [])
+                + (["--kinds", ",".join(self.kinds)] if self.zygote and self.kinds else []),
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -237,6 +258,7 @@ class RunnerProcess:
     def run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
         """Run one job; return whether it had to be killed and the last line logged meanwhile."""
         if self.proc is None or self.proc.poll() is not None:
+            self.kinds = []  # a new runner after a kill: its zygotes start on first use
             self.proc = self._start()
         offset = self.log.stat().st_size if self.log.exists() else 0
         proc = self.proc
@@ -287,6 +309,41 @@ class RunnerProcess:
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
         self.proc = None
+
+
+#: What a notebook's code uses that imports PyTorch's compiler stack on its first call (``torch._dynamo``,
+#: AOTAutograd, ``opcheck``'s tests: seconds in every kernel): its kernels come from a ``compile`` zygote.
+COMPILER = re.compile(r"\btorch\.(compile|library|_dynamo)\b|\bfunctorch\b")
+
+
+def kernel_kind(source: Any) -> str:
+    """``numpy`` when the notebook's locked set-up cells import no PyTorch (its kernel then gets none);
+    otherwise ``compile`` when any of its code cells uses PyTorch's compiler stack (:data:`COMPILER`), and
+    ``torch``. ``source`` is the assignment's source notebook, as nbformat or plain JSON reads it."""
+    from autograder.course import is_locked
+
+    code = []
+    for cell in source["cells"]:
+        if cell.get("cell_type") == "code":
+            text = cell.get("source", "")
+            code.append(("".join(text) if isinstance(text, list) else text, is_locked(cell)))
+    if not any(re.search(r"^\s*(import|from)\s+torch\b", t, re.MULTILINE) for t, locked in code if locked):
+        return "numpy"
+    return "compile" if any(COMPILER.search(t) for t, _ in code) else "torch"
+
+
+def course_kinds(course_root: Path, assignment: str) -> list[str]:
+    """The kinds of kernel an assignment (or ``all``) of the course at ``course_root`` needs, read from its
+    source notebooks as plain JSON (no import); none for an assignment the course does not hold yet."""
+    sources = course_root / "source"
+    names = [assignment] if assignment != "all" else sorted(p.name for p in sources.glob("*") if p.is_dir())
+    kinds = set()
+    for name in names:
+        try:
+            kinds.add(kernel_kind(json.loads((sources / name / f"{name}.ipynb").read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return sorted(kinds)
 
 
 def timing_breakdown(events: EventLog, spawned: float, exited: float) -> dict[str, float]:

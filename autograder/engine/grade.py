@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 import sys
 import threading
 import time
@@ -36,10 +35,10 @@ from typing import Any
 
 import nbformat
 
-from autograder.course import Assignment, grade_id, is_grade, is_locked, is_solution, points
+from autograder.course import Assignment, grade_id, is_grade, is_solution, points
 from autograder.engine import exchange, jail, method, untrusted
 from autograder.engine.contract import CellEvent, EventLog, Limits, Stop
-from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work
+from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work, kernel_kind
 from autograder.engine.intake import Submission, read_notebook
 from autograder.engine.outcome import CellResult, OldFormat, Outcome, result_store
 from autograder.grading import seeds
@@ -468,12 +467,3 @@ def _why(exc: BaseException) -> str:
     """An exception as a reason: its type and its first line, cut to 300 characters."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
-
-
-def kernel_kind(source: Any) -> str:
-    """``numpy`` when the notebook's locked set-up cells import no PyTorch (its kernel then gets none)."""
-    for cell in source.cells:
-        if cell.cell_type == "code" and is_locked(cell):
-            if re.search(r"^\s*(import|from)\s+torch\b", cell.source, re.MULTILINE):
-                return "torch"
-    return "numpy"

@@ -115,6 +115,9 @@ class Options:
     """A Dask scheduler's address: the notebooks run on that cluster's workers."""
     seeds: dict[tuple[str, str], dict[str, int]] | None = None
     """Earlier gradings' inputs to reproduce (see :class:`~autograder.engine.grade.Grader`)."""
+    executor: Any = None
+    """This machine's executor when it was started before the run (the command line starts its runners
+    first: :meth:`~autograder.engine.executor.LocalExecutor.start_runners`); the grader closes it."""
 
 
 @dataclass
@@ -207,6 +210,7 @@ def start_grader(run: Run) -> None:
     """The grader, with its executor: this machine's runners, or a Dask cluster's workers."""
     o = run.options
     use_jail, workers = o.use_jail, o.workers
+    run.executor = o.executor
     if o.scheduler:
         from autograder.engine.distributed import DaskExecutor
 

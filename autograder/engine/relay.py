@@ -115,6 +115,10 @@ class Relay:
         self._pending: dict[socket.socket, memoryview] = {}
         self._paused: set[socket.socket] = set()
         self._stopped = threading.Event()
+        # close() wakes the loop through this pair at once, rather than after its select's timeout: a
+        # runner closes the relay after every notebook, and waited up to 0.2 s for it.
+        self._wake, self._woken = socket.socketpair()
+        self._selector.register(self._woken, selectors.EVENT_READ)
         self.paths = [f"{client_base}-{port}" for port in ports]
         for port, path in zip(ports, self.paths, strict=True):
             with contextlib.suppress(FileNotFoundError):
@@ -133,6 +137,8 @@ class Relay:
             while not self._stopped.is_set() and self.over is None:
                 for key, mask in self._selector.select(timeout=0.2):
                     sock = key.fileobj
+                    if sock is self._woken:
+                        break
                     if sock in self._listeners:
                         self._accept(sock)
                         continue
@@ -236,6 +242,7 @@ class Relay:
         self._peers.clear()
         self._listeners.clear()
         self._selector.close()
+        self._woken.close()
         for path in self.paths:
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -243,4 +250,7 @@ class Relay:
     def close(self) -> None:
         """Close every connection and listener, and wait for the relay's thread to end."""
         self._stopped.set()
+        with contextlib.suppress(OSError):
+            self._wake.send(b"x")
         self._thread.join(timeout=5)
+        self._wake.close()

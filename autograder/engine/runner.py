@@ -24,7 +24,77 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autograder.engine.light import nbformat as _nbformat
+from autograder.engine.space import mount_space, private_mounts, unmount_space
+
+#: Where this runner's zygotes put their sockets; None when kernels start without a zygote.
+ZYGOTE_DIR: dict[str, Path | None] = {"folder": None}
+#: This runner's zygotes by kind of kernel (``numpy``: never imported PyTorch; ``torch``), started on
+#: first use or at the runner's start (:func:`first_steps`); a kind whose zygote failed to start maps to
+#: None (its kernels start the ordinary way).
+ZYGOTES: dict[str, dict[str, Any] | None] = {}
+#: Whether :func:`first_steps` ran: the mount namespace is made once (a second would hide the first's
+#: mounts from the zygotes started in it).
+STARTED: list[bool] = []
+
+
+def zygote_for(kind: str) -> str | None:
+    """The socket of this runner's zygote for ``kind`` kernels, starting it on first use and waiting, the
+    first time, until it is ready."""
+    folder = ZYGOTE_DIR["folder"]
+    if folder is None:
+        return None
+    if kind not in ZYGOTES:
+        ZYGOTES[kind] = launch_zygote(folder, kind)
+    zygote = ZYGOTES[kind]
+    if zygote is not None and not zygote["ready"]:
+        zygote = ZYGOTES[kind] = _ready(zygote, kind)
+    return zygote["socket"] if zygote else None
+
+
+def launch_zygote(folder: Path, kind: str) -> dict[str, Any]:
+    """Start a zygote for this runner's ``kind`` kernels; :func:`zygote_for` waits for it to be ready."""
+    import subprocess
+    import tempfile
+
+    path = tempfile.mktemp(prefix=f"zygote-{kind}-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return {"socket": path, "process": proc, "ready": False}
+
+
+def _ready(zygote: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The zygote once it said it is ready; None, its kernels starting the ordinary way, when it failed."""
+    proc = zygote["process"]
+    if proc.stdout.readline().strip() == "ready":
+        return {**zygote, "ready": True}
+    proc.kill()
+    print(f"{kind} zygote failed to start; kernels will start without it", file=sys.stderr, flush=True)
+    return None
+
+
+def first_steps(argv: list[str]) -> None:
+    """What a runner does before anything else: a mount namespace of its own (first, while it has no
+    thread and no child: see space.py), then, serving with ``--zygote DIR --kinds K,...``, the zygotes of
+    the kinds the grader announced, so that their imports (seconds) overlap this runner's own (below,
+    about 0.5 s) and the grader's, rather than wait for the first job."""
+    if STARTED:
+        return
+    STARTED.append(private_mounts())
+    if argv[:1] == ["--serve"] and argv[1:2] == ["--zygote"]:
+        ZYGOTE_DIR["folder"] = Path(argv[2])
+        kinds = argv[argv.index("--kinds") + 1].split(",") if "--kinds" in argv[3:-1] else []
+        for kind in filter(None, kinds):
+            ZYGOTES[kind] = launch_zygote(Path(argv[2]), kind)
+
+
+if __name__ == "__main__":
+    first_steps(sys.argv[1:])
+
+from autograder.engine.light import nbformat as _nbformat  # noqa: E402
 
 # First, before nbclient imports it: nbformat without the ~0.8 s nothing here needs.
 nbformat = _nbformat()
@@ -52,7 +122,6 @@ from autograder.engine.kernel import (  # noqa: E402
     kernel_process,
     relay_limits,
 )
-from autograder.engine.space import mount_space, private_mounts, unmount_space  # noqa: E402
 from autograder.grading.seeds import hidden_lines, redact  # noqa: E402
 
 #: A learner's error message is cut to this many characters in the events (and so in feedback).
@@ -305,44 +374,6 @@ def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 3)
 
 
-#: Where this runner's zygotes put their sockets; None when kernels start without a zygote.
-ZYGOTE_DIR: dict[str, Path | None] = {"folder": None}
-#: This runner's zygotes by kind of kernel (``numpy``: never imported PyTorch; ``torch``), started on
-#: first use; a kind whose zygote failed to start maps to None (its kernels start the ordinary way).
-ZYGOTES: dict[str, dict[str, Any] | None] = {}
-
-
-def zygote_for(kind: str) -> str | None:
-    """The socket of this runner's zygote for ``kind`` kernels, starting it on first use."""
-    folder = ZYGOTE_DIR["folder"]
-    if folder is None:
-        return None
-    if kind not in ZYGOTES:
-        ZYGOTES[kind] = start_zygote(folder, kind)
-    zygote = ZYGOTES[kind]
-    return zygote["socket"] if zygote else None
-
-
-def start_zygote(folder: Path, kind: str) -> dict[str, Any] | None:
-    """Start a zygote for this runner's ``kind`` kernels; on failure, they start the ordinary way."""
-    import subprocess
-    import tempfile
-
-    path = tempfile.mktemp(prefix=f"zygote-{kind}-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    if proc.stdout.readline().strip() == "ready":
-        return {"socket": path, "process": proc}
-    proc.kill()
-    print(f"{kind} zygote failed to start; kernels will start without it", file=sys.stderr, flush=True)
-    return None
-
-
 def _exit_with_parent() -> None:
     """End this runner, and with it its zygotes and kernels, as soon as the grader that started it
     is gone (killed, say), even in the middle of a job."""
@@ -365,7 +396,7 @@ def serve(zygote_dir: Path | None = None) -> int:
     to stderr, so library output cannot be mistaken for an answer. With ``zygote_dir``, kernels
     are forked from a zygote whose socket lives there.
     """
-    ZYGOTE_DIR["folder"] = zygote_dir
+    ZYGOTE_DIR["folder"] = ZYGOTE_DIR["folder"] or zygote_dir
     _exit_with_parent()
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -383,7 +414,7 @@ def serve(zygote_dir: Path | None = None) -> int:
 
 def main(argv: list[str]) -> int:
     """Run the job described by the JSON file ``argv[0]``, or serve jobs with ``--serve``."""
-    private_mounts()  # first, while this process has no thread and no child: see space.py
+    first_steps(argv)  # already done when run as a module, before its imports
     if argv[:1] == ["--serve"]:
         return serve(Path(argv[2]) if argv[1:2] == ["--zygote"] else None)
     run(Job.read(Path(argv[0])))

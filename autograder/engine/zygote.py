@@ -36,6 +36,9 @@ PRELOAD = {
     "numpy": ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "numpy", "matplotlib"),
     "torch": ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "numpy", "torch", "matplotlib"),
 }
+#: The kernels of notebooks that use PyTorch's compiler stack (``executor.kernel_kind``): the same
+#: imports before the fork; the compiler's, behind the first kernel (:func:`_warm_compile`).
+PRELOAD["compile"] = PRELOAD["torch"]
 
 
 #: Set to ``0`` to fork kernels from a zygote that skipped :func:`warm_up` (to measure what it saves).
@@ -62,6 +65,10 @@ def warm_up(kind: str) -> None:
     import numpy as np
 
     states = (random.getstate(), np.random.get_state())
+    if kind == "compile":
+        # Outside the warnings' context: the filters these imports add stay, as a cold import leaves them.
+        import functorch.compile  # noqa: F401
+        import torch._dynamo  # noqa: F401
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # leaving the filters resets every "already shown" registry
         a = np.linspace(-1.0, 1.0, 24).reshape(4, 6)
@@ -70,8 +77,10 @@ def warm_up(kind: str) -> None:
         values += [np.linalg.norm(a), np.linalg.solve(b, a[:, 0]), a.mean(axis=0), np.allclose(a, a)]
         values += [np.isclose(a, a).all(), np.array_equal(a, a), np.outer(a[0], a[1]), np.sort(a, axis=1)]
         values += [np.random.default_rng(0).normal(size=3), np.einsum("ij,kj->ik", a, a), np.clip(a, 0, 1)]
-        if kind == "torch":
+        if kind in ("torch", "compile"):
             _warm_torch()
+        if kind == "compile":
+            _warm_compile()
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -149,6 +158,28 @@ def _warm_torch() -> None:
     torch.set_rng_state(rng_state)
 
 
+def _warm_compile() -> None:
+    """The compiler half of :func:`warm_up`, for ``compile`` kernels: the imports and first calls of
+    ``torch.compile`` (TorchDynamo, AOTAutograd, forward and backward) and of ``torch.library.opcheck``
+    (its test utilities), about 2.5 s of CPU that every kernel of such a notebook paid on its first call.
+    It compiles a local function and checks a built-in operator, so that no operator, library or
+    namespace of its own is left registered; dynamo's caches and counters are emptied after."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    def twice(a: torch.Tensor) -> torch.Tensor:
+        return torch.sin(a) * 2 + a.exp()
+
+    rng_state = torch.get_rng_state()
+    x = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64).reshape(2, 3).requires_grad_()
+    torch.compile(twice, backend="aot_eager", fullgraph=True)(x).sum().backward()
+    torch.library.opcheck(torch.ops.aten.sin.default, (x.detach().requires_grad_(),))
+    torch._dynamo.reset()
+    counters.clear()
+    torch.set_rng_state(rng_state)
+
+
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
@@ -215,6 +246,7 @@ def _child(request: dict, fds: list[int], lock: int | None) -> None:
                 del sys.modules[name]
         else:
             os.chdir(request["cwd"])
+        _rebase_paths()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -232,6 +264,15 @@ def _child(request: dict, fds: list[int], lock: int | None) -> None:
             os.write(2, f"kernel start failed: {type(exc).__name__}: {exc}\n".encode())
         finally:
             os._exit(70)
+
+
+def _rebase_paths() -> None:
+    """In the forked child, in its own folder and environment: what a library worked out from the
+    zygote's folder when the zygote imported it, worked out again as the kernel's own import would
+    (TorchDynamo's ``debug_dir_root``, the current folder's ``torch_compile_debug`` at import)."""
+    config = sys.modules.get("torch._dynamo.config")
+    if config is not None:
+        config.debug_dir_root = config.default_debug_dir_root()
 
 
 def _manage(conn: socket.socket) -> None:
