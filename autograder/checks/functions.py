@@ -368,6 +368,18 @@ class FunctionRun:
 
     # -- arguments -----------------------------------------------------------------------------------
 
+    def forward_and_autograd(self, x_values: Any, g_values: Any) -> tuple[torch.Tensor, Any]:
+        """The usual first two steps for a Function of one input ``x``: ``forward`` (its output ``y``,
+        ``x`` snapshotted) and ``autograd`` (``dx`` through autograd for the upstream gradient
+        ``g_values``, which is snapshotted). Returns the leaf ``x`` and the output."""
+        x = tensor(x_values, True)
+        y = self.apply("forward", [x], outputs=("y",))
+        self.snapshot("forward", {"x": x})
+        g = tensor(g_values)
+        self.grads("autograd", y, {"dx": x}, g, after=("forward",))
+        self.snapshot("autograd", {"grad_output": g})
+        return x, y
+
     def snapshot(self, step: str, tensors: Mapping[str, Any]) -> None:
         """Record ``tensors`` as they are now, after ``step``, so that grading can tell which step
         changed which argument in place."""

@@ -24,12 +24,7 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     """Second derivatives of the learner's ``Cube``; first derivative and the error of ``NumpyCube``."""
     data = double_inputs(seed)
     cube = FunctionRun(cube_cls, label_of(cube_cls, "Cube"))
-    x = tensor(data["x"], True)
-    y = cube.apply("forward", [x], outputs=("y",))
-    cube.snapshot("forward", {"x": x})
-    g = tensor(data["g"])
-    cube.grads("autograd", y, {"dx": x}, g, after=("forward",))
-    cube.snapshot("autograd", {"grad_output": g})
+    x, _ = cube.forward_and_autograd(data["x"], data["g"])
 
     def cube_second_step() -> dict[str, Any]:
         g = tensor(data["g"], True)
@@ -47,12 +42,7 @@ def collect_double_backward(cube_cls: Any, numpy_cube_cls: Any, *, seed: int = 0
     collect_contract(cube, [("x", data["x"], True)], data["g"])
 
     npc = FunctionRun(numpy_cube_cls, label_of(numpy_cube_cls, "NumpyCube"))
-    xn = tensor(data["x"], True)
-    yn = npc.apply("forward", [xn], outputs=("y",))
-    npc.snapshot("forward", {"x": xn})
-    gn = tensor(data["g"])
-    npc.grads("autograd", yn, {"dx": xn}, gn, after=("forward",))
-    npc.snapshot("autograd", {"grad_output": gn})
+    xn, _ = npc.forward_and_autograd(data["x"], data["g"])
 
     def twice_step() -> dict[str, Any]:
         # the upstream gradient requires grad, so a second derivative is asked for through backward

@@ -26,12 +26,7 @@ def collect_legendre(fn_cls: Any, *, seed: int = 0) -> Evidence:
     upstream tensor that must not be written to), a direct backward call."""
     data = legendre_inputs(seed)
     run = FunctionRun(fn_cls, label_of(fn_cls, "LegendrePolynomial3"))
-    x = tensor(data["x"], True)
-    y = run.apply("forward", [x], outputs=("y",))
-    run.snapshot("forward", {"x": x})
-    g = tensor(data["g"])
-    run.grads("autograd", y, {"dx": x}, g, after=("forward",))
-    run.snapshot("autograd", {"grad_output": g})
+    x, _ = run.forward_and_autograd(data["x"], data["g"])
     y = run.apply("sum: apply", [x], after=("forward",), record=False)
     run.grads("sum", y, {"dx": x}, None, after=("sum: apply",))
     y = run.apply("direct: apply", [x], after=("forward",), record=False)
