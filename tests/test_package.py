@@ -4,14 +4,15 @@ metadata passes the index's checks, and notebooks that install exactly that vers
 Both are built as `python -m build --no-isolation` builds them, through setuptools' PEP 517 hooks
 (`make dist`); the wheel is built a second time from the unpacked sdist, as pip does from an sdist. The
 metadata is validated with `packaging.metadata` (the parser and validator the index's upload tools use:
-required fields, versions, names, the license expression, the description's content type); the
-classifiers are compared with a fixed list, since the index's list of valid classifiers is not
-available offline.
+required fields, versions, names, the license expression, the description's content type) and with
+`twine check --strict`, the index's upload tool, which runs offline; the classifiers are compared with a
+fixed list, since the index's list of valid classifiers is not available offline.
 """
 
 from __future__ import annotations
 
 import email
+import os
 import re
 import subprocess
 import sys
@@ -85,6 +86,42 @@ def test_the_metadata_passes_the_index_checks(dist: dict[str, Path], kind: str) 
     assert str(meta.requires_python) == ">=3.11"
     kernel = {r.name: str(r.specifier) for r in meta.requires_dist if r.marker is None}
     assert kernel == {"numpy": ">=1.26", "torch": ">=2.2", "matplotlib": ">=3.8"}
+
+
+def twine_check(*paths: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_twine_check_passes_both_files(dist: dict[str, Path]) -> None:
+    done = twine_check(dist["sdist"], dist["wheel"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("PASSED") == 2 and "warning" not in done.stdout.lower(), done.stdout
+
+
+def test_twine_check_fails_a_broken_description(dist: dict[str, Path], tmp_path: Path) -> None:
+    """The check above can fail: the same wheel, its description declared reStructuredText and broken
+    (the index would show it as raw text), and without a description at all, are refused."""
+    info = f"{FILE_NAME}-{VERSION}.dist-info/METADATA"
+    metadata = metadata_text("wheel", dist["wheel"])
+    head, _, _ = metadata.partition("\n\n")
+    broken = {
+        "rst": head.replace("Description-Content-Type: text/markdown", "Description-Content-Type: text/x-rst")
+        + "\n\nTitle\n===\n\n`unclosed\n",
+        "none": head + "\n",
+    }
+    for name, text in broken.items():
+        wheel = tmp_path / name / dist["wheel"].name
+        wheel.parent.mkdir()
+        with zipfile.ZipFile(dist["wheel"]) as src, zipfile.ZipFile(wheel, "w") as out:
+            for item in src.infolist():
+                out.writestr(item, text if item.filename == info else src.read(item))
+        done = twine_check(wheel)
+        assert done.returncode != 0 and "FAILED" in done.stdout, (name, done.stdout)
 
 
 def test_the_long_description_reads_alone() -> None:
