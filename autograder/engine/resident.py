@@ -170,6 +170,7 @@ class ServiceRunner:
         try:
             if again.get("pid") != hello.get("pid"):
                 raise ConnectionError("another service")
+            sock.settimeout(330.0)  # the service may be replacing a runner a killed command left
             _send(sock, "lease")
             if read_line(stream) == "leased":
                 sock.settimeout(None)

@@ -106,8 +106,11 @@ class Service:
         self.lock = threading.Lock()
         self.runners: list[RunnerProcess] = []
         self.free: list[RunnerProcess] = []
+        self.changed = threading.Condition(self.lock)
+        """Notified when a replaced runner is back: a lease waits for it rather than find none idle."""
         self.connections = 0
         self.leases = 0
+        self.replacing = 0
         self.last = time.monotonic()
         self.server: socket.socket | None = None
         self.lock_fd: int | None = None
@@ -222,6 +225,7 @@ class Service:
         if read_line(stream) != "lease":
             return
         with self.lock:
+            self.changed.wait_for(lambda: self.free or not self.replacing, timeout=300)
             runner = self.free.pop(0) if self.free else None
             self.leases += runner is not None
         if runner is None:
@@ -232,11 +236,20 @@ class Service:
             conn.settimeout(None)  # the lease lasts as long as the command
             self._serve_lease(conn, stream, runner, uid)
         finally:
-            if runner.proc is None or runner.proc.poll() is not None:
-                self._restart(runner)
-            with self.lock:
-                self.free.append(runner)
-                self.leases -= 1
+            self._give_back(runner)
+
+    def _give_back(self, runner: RunnerProcess) -> None:
+        """Put a leased runner back, replaced by a fresh, warm one when its job was killed."""
+        dead = runner.proc is None or runner.proc.poll() is not None
+        with self.lock:
+            self.leases -= 1
+            self.replacing += dead
+        if dead:
+            self._restart(runner)
+        with self.lock:
+            self.replacing -= dead
+            self.free.append(runner)
+            self.changed.notify_all()
 
     def _serve_lease(self, conn: socket.socket, stream: object, runner: RunnerProcess, uid: int) -> None:
         while True:
