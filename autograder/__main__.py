@@ -72,11 +72,12 @@ def _resident_runners(args: argparse.Namespace, ahead, count: int) -> int:  # no
     if args.own_runners:
         print("runners: own (--own-runners)", file=sys.stderr, flush=True)
         return 0
-    jailed = not args.no_jail
-    if jailed:
+
+    def jailed() -> bool:
         from autograder.engine.jail import jail_available
 
-        jailed = jail_available()
+        return not args.no_jail and jail_available()
+
     runners, line = resident.lease(count, jailed, ahead.work)
     print(line, file=sys.stderr, flush=True)
     ahead.use_runners(runners)

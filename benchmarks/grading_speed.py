@@ -113,7 +113,7 @@ def leased(service: dict[str, str], workers: int):  # noqa: ANN201 - a LocalExec
     before = os.environ.get("XDG_RUNTIME_DIR")
     os.environ["XDG_RUNTIME_DIR"] = service["XDG_RUNTIME_DIR"]
     try:
-        runners, line = resident.lease(workers, jail_available(), executor.work)
+        runners, line = resident.lease(workers, jail_available, executor.work)
     finally:
         os.environ.pop("XDG_RUNTIME_DIR") if before is None else os.environ.update(XDG_RUNTIME_DIR=before)
     if len(runners) != workers:

@@ -11,17 +11,20 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
 import pytest
 from notebook_helpers import from_a_terminal, source_and_release
-from test_engine import FIXTURE, after, solved
+from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine import resident
-from autograder.engine.contract import read_events
+from autograder.engine.contract import KernelEvent, StopReason, read_events
+from autograder.engine.executor import LocalExecutor, Work
 from autograder.engine.pipeline import ensure_course
 from autograder.engine.service import CHECKS_ENV
 
@@ -143,34 +146,86 @@ def test_a_command_killed_mid_job_leaves_the_service_grading_the_next_one(
     assert log.events and log.end is None, log.events
 
 
-def test_ctrl_c_while_on_the_service_ends_as_with_own_runners(
-    class_folder: Path, service: subprocess.Popen[str]
-) -> None:
-    temp = class_folder / "tmp-ctrl-c"
+def interrupt(folder: Path, course: str, times: int) -> tuple[int, str, Path]:
+    """Grade the slow class on one runner; Ctrl-C once the first notebook is graded (the second running),
+    and ``times - 1`` more once the command says it is finishing. Its exit status, stderr, and its TMPDIR."""
+    temp = folder / f"tmp-{course}"
     temp.mkdir(mode=0o755)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(class_folder / "run"), "TMPDIR": str(temp)}
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(folder / "run"), "TMPDIR": str(temp)}
     command = [*GRADE, "--workers", "1"]
-    command[5], command[7] = "slow", "course-ctrl-c"
+    command[5], command[7] = "slow", course
     proc = subprocess.Popen(
-        from_a_terminal(command), cwd=class_folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        from_a_terminal(command),
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        if "1/3" in line:  # the first notebook is graded, the second is running
+        if "1/3" in line or (times > 1 and "Interrupted: no new notebook starts" in line):
             proc.send_signal(signal.SIGINT)
-            break
+            times -= 1
+            if not times:
+                break
     _, err = proc.communicate(timeout=120)
-    err = "".join(seen) + err
-    assert proc.returncode == 130, err
+    return proc.returncode, "".join(seen) + err, temp
+
+
+def test_ctrl_c_while_on_the_service_ends_as_with_own_runners(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """The running notebook finishes and is kept; the one after it never starts."""
+    code, err, temp = interrupt(class_folder, "course-ctrl-c", 1)
+    assert code == 130, err
     assert f"runners: 1 of the resident service's (pid {service.pid})" in err
     assert "Interrupted: no new notebook starts; finishing the 1 running" in err
     assert "Traceback" not in err
     results = class_folder / "course-ctrl-c" / "autograder" / "results" / TINY
     assert len(list(results.glob("*.json"))) == 2  # the first, and the one running at Ctrl-C
     assert not list(temp.glob("grading-*")), "no scratch folder is left behind"
+
+
+def test_killing_the_runs_notebooks_kills_the_job_on_the_service(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """What a second Ctrl-C does (``Grader.cancel(running=True)``: the executor's ``kill``): the job on the
+    service's runner ends as killed at once, and the runner is replaced, ready for the next command."""
+    folder = Path(tempfile.mkdtemp(prefix="kill-", dir=class_folder))
+    folder.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+        patch.setenv("TMPDIR", str(folder))
+        tempfile.tempdir = None  # read TMPDIR again
+        try:
+            executor = LocalExecutor()
+        finally:
+            tempfile.tempdir = None
+        runners, line = resident.lease(1, lambda: True, executor.work)
+        assert len(runners) == 1, line
+        executor.use_runners(runners)
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(60)")])
+        work = Work("kill", nbformat.writes(notebook), [], "numpy", replace(LIMITS, cell_seconds=90), True)
+        done: list = []
+        running = threading.Thread(target=lambda: done.append(executor.run(work)))
+        running.start()
+        deadline = time.monotonic() + 60
+        while not any(read_events(f).stamp(KernelEvent) for f in executor.work.glob("*.events.jsonl")):
+            assert time.monotonic() < deadline, "the kernel never started"
+            time.sleep(0.2)
+        killed_at = time.monotonic()
+        executor.kill()
+        running.join(timeout=30)
+        assert not running.is_alive() and time.monotonic() - killed_at < 10
+        stop = done[0].events.end.stop
+        assert stop.reason is StopReason.KILLED, stop
+        executor.close()
+        again, line = resident.lease(1, lambda: True, folder)
+    assert len(again) == 1, line
+    again[0].stop()
 
 
 def test_refusals_stale_socket_and_idle_stop() -> None:
@@ -196,7 +251,7 @@ def test_refusals_stale_socket_and_idle_stop() -> None:
         assert f"another service (pid {proc.pid}) already listens" in second.stderr
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("XDG_RUNTIME_DIR", str(runtime))
-            runners, line = resident.lease(1, True, runtime)
+            runners, line = resident.lease(1, lambda: True, runtime)
             assert runners == [] and "other checks version" in line, line
             assert f"pid {proc.pid}" in line
             for path in (runtime, folder):
@@ -209,7 +264,7 @@ def test_refusals_stale_socket_and_idle_stop() -> None:
                 capture_output=True, text=True, timeout=30,
             )  # fmt: skip
             assert nobody.stdout.startswith("refused only user 0 may use this service, not user 65534")
-            runners, line = resident.lease(1, True, runtime)
+            runners, line = resident.lease(1, lambda: True, runtime)
             assert runners == [] and "is not a folder of this user closed to others" in line, line
         out = proc.communicate(timeout=60)[0]
         assert "refused a connection of user 65534" in out

@@ -22,6 +22,7 @@ import stat
 import struct
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,9 @@ class Refused(Exception):
     """Why this command runs its notebooks on its own runners, in the words its line prints."""
 
 
-def mismatch(hello: dict[str, Any], jailed: bool) -> str | None:
-    """Why a service that said ``hello`` must not run this command's notebooks (None when it may)."""
+def mismatch(hello: dict[str, Any], jailed: Callable[[], bool]) -> str | None:
+    """Why a service that said ``hello`` must not run this command's notebooks (None when it may);
+    ``jailed`` says whether the command would jail its kernels (asked only of a service that cannot)."""
     from autograder.engine.versions import code_version, engine_version
 
     if hello.get("checks") != code_version():
@@ -118,12 +120,14 @@ def mismatch(hello: dict[str, Any], jailed: bool) -> str | None:
         return "other engine code (restart the service after changing the code)"
     if hello.get("python") != sys.executable:
         return f"it runs another Python ({str(hello.get('python'))[:200]})"
-    if jailed and not hello.get("jail"):
+    if not hello.get("jail") and jailed():
         return "it cannot jail kernels"
     return None
 
 
-def lease(count: int, jailed: bool, work: Path, zygote: bool = True) -> tuple[list[ServiceRunner], str]:
+def lease(
+    count: int, jailed: Callable[[], bool], work: Path, zygote: bool = True
+) -> tuple[list[ServiceRunner], str]:
     """Up to ``count`` of the service's idle runners for this command, and the line the command prints
     about its runners (which, and why not the service's)."""
     try:
