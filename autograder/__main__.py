@@ -85,38 +85,9 @@ def _resident_runners(args: argparse.Namespace, ahead, count: int) -> int:  # no
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import signal
+    from autograder.engine.service import serve_command
 
-    from autograder.engine.service import Service, ServiceError
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    workers = args.workers or os.cpu_count() or 1
-    kinds = [k for k in args.kinds.split(",") if k]
-    unknown = sorted(set(kinds) - {"numpy", "torch", "compile"})
-    if unknown or workers < 1:
-        print(f"error: unknown kinds {unknown} (numpy, torch, compile)" if unknown else "error: --workers 0")
-        return 2
-    service = Service(workers, kinds, args.idle)
-    try:
-        service.start()
-        print(
-            f"serving {workers} warm runners ({','.join(kinds) or 'no'} kernels) at {service.path} (pid "
-            f"{os.getpid()}): grade commands of this user on this machine use them; Ctrl-C stops",
-            flush=True,
-        )
-        why = service.serve_forever()
-    except ServiceError as exc:
-        print(f"error: {terminal(exc)}; nothing started", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        why = "stopped"
-    finally:
-        service.close()
-    print(f"{why}: runners stopped, {service.path} removed", flush=True)
-    return 0
+    return serve_command(args.workers or os.cpu_count() or 1, args.kinds, args.idle)
 
 
 def _notebook_files(submissions: Path, most: int = 64) -> int:

@@ -22,6 +22,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -302,3 +303,40 @@ class Service:
         if self.lock_fd is not None:
             os.close(self.lock_fd)
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def serve_command(workers: int, kinds_text: str, idle_seconds: float) -> int:
+    """``python -m autograder serve``: start the service, say where it listens, serve until Ctrl-C,
+    SIGTERM or ``idle_seconds`` without a request; then stop the runners and remove the socket."""
+    from autograder.engine.untrusted import terminal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    kinds = [k for k in kinds_text.split(",") if k]
+    unknown = sorted(set(kinds) - {"numpy", "torch", "compile"})
+    if unknown or workers < 1:
+        why = (
+            f"unknown kinds {unknown} (numpy, torch, compile)" if unknown else "--workers must be at least 1"
+        )
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    service = Service(workers, kinds, idle_seconds)
+    try:
+        service.start()
+        print(
+            f"serving {workers} warm runners ({','.join(kinds) or 'no'} kernels) at {service.path} (pid "
+            f"{os.getpid()}): grade commands of this user on this machine use them; Ctrl-C stops",
+            flush=True,
+        )
+        why = service.serve_forever()
+    except ServiceError as exc:
+        print(f"error: {terminal(exc)}; nothing started", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        why = "stopped"
+    finally:
+        service.close()
+    print(f"{why}: runners stopped, {service.path} removed", flush=True)
+    return 0
