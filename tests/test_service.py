@@ -223,9 +223,13 @@ def test_killing_the_runs_notebooks_kills_the_job_on_the_service(
         stop = done[0].events.end.stop
         assert stop.reason is StopReason.KILLED, stop
         executor.close()
-        again, line = resident.lease(1, lambda: True, folder)
-    assert len(again) == 1, line
-    again[0].stop()
+        deadline = (
+            time.monotonic() + 60
+        )  # the service notices the closed connection, then replaces the runner
+        while not (again := resident.lease(1, lambda: True, folder))[0] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    assert len(again[0]) == 1, again[1]
+    again[0][0].stop()
 
 
 def test_refusals_stale_socket_and_idle_stop() -> None:

@@ -282,7 +282,7 @@ class Service:
         job = threading.Thread(target=lambda: answer.append(runner.run(path, limit)), daemon=True)
         job.start()
         while job.is_alive():
-            ready, _, _ = select.select([conn], [], [], 0.25)
+            ready, _, _ = select.select([conn], [], [], 0.05)
             if ready:  # the command closed (it died, or killed its notebooks) or spoke out of turn
                 runner.kill()
                 job.join()
