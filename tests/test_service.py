@@ -277,3 +277,38 @@ def test_refusals_stale_socket_and_idle_stop() -> None:
     finally:
         stop_service(proc)
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_service_that_dies_mid_run_fails_that_notebook_and_the_rest_run_on_own_runners(
+    class_folder: Path,
+) -> None:
+    """The service is killed while the first notebook runs on it: that notebook ends as a runner
+    failure (stated, nothing lost), the command says so, and the next notebooks are graded on its own."""
+    runtime = own_folder("serve-dies-")
+    proc = start_service(runtime, "--workers", "1", "--kinds", "numpy", "--idle", "0")
+    temp = class_folder / "tmp-dies"
+    temp.mkdir(mode=0o755)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(temp)}
+    command = [*GRADE, "--workers", "1"]
+    command[5], command[7] = "slow", "course-dies"
+    try:
+        grading = subprocess.Popen(command, cwd=class_folder, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not list(temp.glob("grading-*/job-*.job.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.kill()
+        out, err = grading.communicate(timeout=300)
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert f"runners: 1 of the resident service's (pid {proc.pid})" in err
+    assert f"the resident service (pid {proc.pid}) went away" in err, err
+    assert "Traceback" not in err
+    assert re.search(r"s1\s+7 / 7", out) and re.search(r"s2\s+7 / 7", out), out
+    stated = (
+        f"stopped early (01_tiny): the grader's runner failed (the resident runner service (pid {proc.pid})"
+    )
+    assert re.search(r"s0\s+\d / 7 .*" + re.escape(stated), out), out  # its cells before the stop keep points
