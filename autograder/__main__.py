@@ -1,4 +1,5 @@
-"""Command line: ``python -m autograder {build,validate,grade,report,check,gradescope,demo} [--help]``."""
+"""Command line: ``python -m autograder {build,validate,grade,serve,report,check,gradescope,demo}``
+(each with ``--help``)."""
 
 from __future__ import annotations
 
@@ -54,11 +55,39 @@ def _runners_ahead(args: argparse.Namespace):  # noqa: ANN202 - a LocalExecutor,
     ahead = LocalExecutor()
     try:
         count = min(args.workers or os.cpu_count() or 1, max(1, _notebook_files(args.submissions)))
-        ahead.start_runners(count, course_kinds(args.course, args.assignment))
+        leased = _resident_runners(args, ahead, count)
+        if count > leased:
+            ahead.start_runners(count - leased, course_kinds(args.course, args.assignment))
     except Exception:  # noqa: BLE001 - only a head start: the grader starts its runners itself
         ahead.close()
         return None
     return ahead
+
+
+def _resident_runners(args: argparse.Namespace, ahead, count: int) -> int:  # noqa: ANN001
+    """Lease up to ``count`` runners of this user's resident service (``serve``) for ``ahead``, unless
+    ``--own-runners``; print which runners the command uses, and why not the service's. How many leased."""
+    from autograder.engine import resident
+
+    if args.own_runners:
+        print("runners: own (--own-runners)", file=sys.stderr, flush=True)
+        return 0
+
+    def jailed() -> bool:
+        from autograder.engine.jail import jail_available
+
+        return not args.no_jail and jail_available()
+
+    runners, line = resident.lease(count, jailed, ahead.work)
+    print(line, file=sys.stderr, flush=True)
+    ahead.use_runners(runners)
+    return len(runners)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from autograder.engine.service import serve_command
+
+    return serve_command(args.workers or os.cpu_count() or 1, args.kinds, args.idle)
 
 
 def _notebook_files(submissions: Path, most: int = 64) -> int:
@@ -313,7 +342,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="give 0 to the test cells of answers a method check flags (a numpy exercise answered with "
         "PyTorch, a backward that asks autograd); without it, flags are only reported",
     )
+    p.add_argument(
+        "--own-runners",
+        action="store_true",
+        help="start this command's own runners even when a resident service (serve) is running",
+    )
     p.set_defaults(run=_grade)
+
+    p = commands.add_parser(
+        "serve",
+        help="keep warm runners for the grade commands of this user on this machine (in the foreground)",
+        description="Start runner processes with their kernels' imports done and warmed, and listen on a "
+        "per-user socket: grade commands of the same user and code use them instead of starting their own "
+        "(saving seconds per command). Stops on Ctrl-C, SIGTERM or after --idle seconds with no request.",
+    )
+    p.add_argument("--workers", type=int, default=None, help="runners kept warm (default: cores)")
+    p.add_argument(
+        "--kinds",
+        default="numpy,torch,compile",
+        help="kinds of kernel whose zygotes each runner keeps warm (default numpy,torch,compile)",
+    )
+    p.add_argument(
+        "--idle", type=float, default=1800, help="stop after this many seconds with no request (0: never)"
+    )
+    p.set_defaults(run=_serve)
 
     p = commands.add_parser(
         "report",

@@ -24,6 +24,10 @@ executor's, before) would not. What a first run pays is the command line's fixed
   with where that one goes: its notebook's wait for a kernel and its cold cells beyond the
   per-notebook medians, and the command's own time outside its notebook (imports, the gradebook's
   check and intake before; the gradebook step, the outputs and the exit after);
+* the engine with resident runners: ``python -m autograder serve`` (``--workers`` runners, the
+  assignment's kinds of zygote) started and warmed before the row, its runners leased as the grade
+  command leases them; and the command line's fixed cost again, with that service running, and where
+  it goes (the command without it runs ``--own-runners``, so that a service of the machine is not used);
 * the Dask executor on a local cluster of ``--workers`` worker processes (``dask.distributed``'s
   ``LocalCluster``), or on the cluster at ``--scheduler ADDRESS``, against the local engine;
 * a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
@@ -37,6 +41,7 @@ report is printed and written, with the date, the machine, the load and this com
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -45,6 +50,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +60,7 @@ nbformat = light.nbformat()
 
 from autograder.course.build import SOLUTIONS, ensure_tools_on_path, nbgrader_config  # noqa: E402
 from autograder.course.demo import solved  # noqa: E402
+from autograder.engine.executor import course_kinds  # noqa: E402
 from autograder.engine.pipeline import ensure_course, grade_class  # noqa: E402
 
 
@@ -74,23 +81,72 @@ def make_submissions(root: Path, assignment: str, n: int) -> dict[str, object]:
 
 
 def run_engine(
-    root: Path, assignment: str, notebooks: dict, workers: int, scheduler: str | None = None
+    root: Path,
+    assignment: str,
+    notebooks: dict,
+    workers: int,
+    scheduler: str | None = None,
+    service: dict[str, str] | None = None,
 ) -> tuple[float, list]:
-    """Grade ``notebooks`` with the engine in the course at ``root`` (locally, or on the Dask cluster
-    at ``scheduler``); return the wall time and the outcomes."""
+    """Grade ``notebooks`` with the engine in the course at ``root`` (locally, on the Dask cluster at
+    ``scheduler``, or on the runners of the resident service whose environment is ``service``); return
+    the wall time and the outcomes."""
     inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=root.parent))
     for student, nb in notebooks.items():
         nbformat.write(nb, inbox / f"{student}_{assignment}.ipynb")
     start = time.perf_counter()
+    executor = leased(service, workers) if service else None
     result = grade_class(
-        inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False, scheduler=scheduler
-    )
+        inbox, assignment, root, SOLUTIONS, workers=workers, force=True, progress=False, scheduler=scheduler,
+        executor=executor,
+    )  # fmt: skip
     return time.perf_counter() - start, result.outcomes
 
 
-def run_command_line(root: Path, assignment: str, notebooks: dict) -> tuple[float, list]:
+def leased(service: dict[str, str], workers: int):  # noqa: ANN201 - a LocalExecutor
+    """An executor on ``workers`` runners of the resident service, as the grade command leases them."""
+    from autograder.engine import resident
+    from autograder.engine.executor import LocalExecutor
+    from autograder.engine.jail import jail_available
+
+    executor = LocalExecutor()
+    before = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = service["XDG_RUNTIME_DIR"]
+    try:
+        runners, line = resident.lease(workers, jail_available, executor.work)
+    finally:
+        os.environ.pop("XDG_RUNTIME_DIR") if before is None else os.environ.update(XDG_RUNTIME_DIR=before)
+    if len(runners) != workers:
+        raise RuntimeError(f"the benchmark's resident service gave {line}")
+    executor.use_runners(runners)
+    return executor
+
+
+@contextlib.contextmanager
+def resident_service(work: Path, workers: int, kinds: list[str]) -> Iterator[dict[str, str]]:
+    """``python -m autograder serve`` on a socket of its own, started and warmed; its environment."""
+    runtime = work / "run"
+    runtime.mkdir(mode=0o700, parents=True)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    command = [sys.executable, "-m", "autograder", "serve", "--workers", str(workers), "--idle", "0"]
+    proc = subprocess.Popen(
+        command + ["--kinds", ",".join(kinds)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        if not proc.stdout.readline().startswith("serving "):
+            raise RuntimeError("the resident runner service did not start")
+        yield env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def run_command_line(
+    root: Path, assignment: str, notebooks: dict, env: dict[str, str] | None = None
+) -> tuple[float, list]:
     """The wall time of ``python -m autograder grade`` on ``notebooks`` in a fresh process, and the
-    outcomes it stored."""
+    outcomes it stored: on its own runners, or with ``env`` a resident service's, on that service's."""
     from autograder.engine.outcome import result_store
 
     inbox = Path(tempfile.mkdtemp(prefix="inbox-", dir=root.parent))
@@ -98,7 +154,9 @@ def run_command_line(root: Path, assignment: str, notebooks: dict) -> tuple[floa
         nbformat.write(nb, inbox / f"{student}_{assignment}.ipynb")
     command = [sys.executable, "-m", "autograder", "grade", assignment, str(inbox), "--course", str(root)]
     start = time.perf_counter()
-    subprocess.run(command + ["--force"], check=True, capture_output=True)
+    subprocess.run(
+        command + ["--force"] + ([] if env else ["--own-runners"]), check=True, capture_output=True, env=env
+    )
     seconds = time.perf_counter() - start
     store = result_store(root)
     return seconds, [store.read(store.path(student, assignment)) for student in notebooks]
@@ -164,6 +222,9 @@ class Runs:
     one_seconds: float = 0.0
     command_seconds: float = 0.0
     command: list = field(default_factory=list)
+    served_seconds: float = 0.0
+    served: list = field(default_factory=list)
+    """The command line's run of one notebook with a resident service, and its outcome."""
     scaling: list[tuple[int, float]] = field(default_factory=list)
 
 
@@ -192,6 +253,15 @@ def measure(args: argparse.Namespace, work: Path, assignment: str) -> Runs:
     first = dict(list(notebooks.items())[:1])
     runs.one_seconds, runs.one = run_engine(_course(work, "one"), assignment, first, args.workers)
     runs.command_seconds, runs.command = run_command_line(_course(work, "command"), assignment, first)
+    with resident_service(work, args.workers, course_kinds(engine_root, assignment)) as service:
+        seconds, on_service = run_engine(
+            _course(work, "served"), assignment, notebooks, args.workers, service=service
+        )
+        label = "the engine with resident runners (`autograder serve` started and warmed before the row)"
+        runs.rows.append((label, seconds, {o.student: o.score for o in on_service}))
+        runs.served_seconds, runs.served = run_command_line(
+            _course(work, "command-served"), assignment, first, service
+        )
     if args.scheduler:
         label = f"Dask executor at {args.scheduler}"
         seconds, dasked = run_engine(
@@ -218,7 +288,8 @@ def mismatches(runs: Runs) -> dict[str, dict]:
         for label, _, scores in runs.rows[1:]
     }
     found = {label: diff for label, diff in found.items() if diff}
-    for label, one in (("one-notebook run", runs.one), ("command line", runs.command)):
+    ones = (("one-notebook run", runs.one), ("command line", runs.command), ("with the service", runs.served))
+    for label, one in ones:
         if len(one) != 1 or one[0].score != reference[one[0].student]:
             found[label] = {o.student: o.score for o in one}
     return found
@@ -251,14 +322,14 @@ def phase_medians(outcomes: list) -> dict[str, float]:
     return medians
 
 
-def fixed_cost_parts(runs: Runs, medians: dict[str, float]) -> str:
-    """The command line's one notebook against the per-notebook medians: how much longer it waited to
-    start and its kernel, how much longer its cells ran (cold), and the command's time outside it."""
-    one = runs.command[0]
+def fixed_cost_parts(one, command_seconds: float, medians: dict[str, float]) -> str:  # noqa: ANN001
+    """The command line's one notebook (``one``, its outcome) against the per-notebook medians: how much
+    longer it waited to start and its kernel, how much longer its cells ran (cold), and the command's
+    time outside it."""
     waited = sum(one.timing.get(p, 0.0) - medians[p] for p in ("runner_start", "kernel_start"))
     colder = one.timing.get("cells", 0.0) - medians["cells"]
     rest = one.seconds - sum(one.timing.get(p, 0.0) for p in PHASES) - medians["prepare_and_grade"]
-    outside = runs.command_seconds - one.seconds
+    outside = command_seconds - one.seconds
     return (
         f"its notebook waited {waited:.2f} s more for its runner and kernel (a zygote's imports), its cells "
         f"ran {colder:.2f} s longer (a kernel not yet warmed, beside the grader's warm-up), preparing and "
@@ -305,14 +376,23 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     )
     record.line(
         f"- fixed cost per run from the command line: {runs.command_seconds - per_notebook:.2f} s "
-        f"(`python -m autograder grade` of 1 notebook in a fresh process {runs.command_seconds:.2f} s)"
+        f"(`python -m autograder grade --own-runners` of 1 notebook in a fresh process "
+        f"{runs.command_seconds:.2f} s)"
     )
     medians = phase_medians(outcomes)
     record.line(
         "- the engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
     )
     if runs.command:
-        record.line("- where the command line's fixed cost goes: " + fixed_cost_parts(runs, medians))
+        parts = fixed_cost_parts(runs.command[0], runs.command_seconds, medians)
+        record.line("- where the command line's fixed cost goes (its own runners): " + parts)
+    if runs.served:
+        record.line(
+            f"- fixed cost per run from the command line with resident runners: "
+            f"{runs.served_seconds - per_notebook:.2f} s (the same command, `autograder serve` running: "
+            f"{runs.served_seconds:.2f} s); where it goes: "
+            + fixed_cost_parts(runs.served[0], runs.served_seconds, medians)
+        )
     differ = mismatches(runs)
     record.line("- scores: " + ("identical in every row" if not differ else f"DIFFER: {differ}"))
     scaling_table(runs.scaling, ncores, record)

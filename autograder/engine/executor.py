@@ -121,6 +121,13 @@ class LocalExecutor:
                 self._runners.append(runner)
                 self._idle.append(runner)
 
+    def use_runners(self, runners: list[Any]) -> None:
+        """Run on ``runners`` (a resident service's, :class:`~autograder.engine.resident.ServiceRunner`),
+        one per thread of the grader, as on runners :meth:`start_runners` started."""
+        with self._lock:
+            self._runners.extend(runners)
+            self._idle.extend(runners)
+
     def run(self, work: Work) -> Executed:
         """Run the notebook as a job of its own, in a fresh job folder, on this thread's runner."""
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.work))
@@ -232,11 +239,15 @@ class RunnerProcess:
     runner.
     """
 
-    def __init__(self, log: Path, zygote: bool = True, kinds: list[str] | None = None) -> None:
+    def __init__(
+        self, log: Path, zygote: bool = True, kinds: list[str] | None = None, warm: bool = False
+    ) -> None:
         self.log = log
         self.zygote = zygote
         self.kinds = list(kinds or [])
         """The kinds of kernel whose zygotes the runner starts at once (the others on first use)."""
+        self.warm = warm
+        """Whether those zygotes warm up before the runner answers ``ready`` (a resident runner's)."""
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
@@ -245,7 +256,8 @@ class RunnerProcess:
             return subprocess.Popen(
                 [sys.executable, "-m", "autograder.engine.runner", "--serve"]
                 + (["--zygote", str(self.log.parent)] if self.zygote else [])
-                + (["--kinds", ",".join(self.kinds)] if self.zygote and self.kinds else []),
+                + (["--kinds", ",".join(self.kinds)] if self.zygote and self.kinds else [])
+                + (["--warm"] if self.zygote and self.kinds and self.warm else []),
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

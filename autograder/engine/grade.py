@@ -21,7 +21,6 @@ cancelled on a second Ctrl-C, and a cancelled notebook leaves no stored result, 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import sys
@@ -41,6 +40,7 @@ from autograder.engine.contract import CellEvent, EventLog, Limits, Stop
 from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work, kernel_kind
 from autograder.engine.intake import Submission, read_notebook
 from autograder.engine.outcome import CellResult, OldFormat, Outcome, result_store
+from autograder.engine.versions import GRADING_CODE, _code_files, code_version  # noqa: F401 - their old home
 from autograder.grading import seeds
 from autograder.grading.prepare import Prepared, prepare
 from autograder.grading.verdicts import clean_event, grade_notebook
@@ -49,39 +49,6 @@ from autograder.grading.verdicts import clean_event, grade_notebook
 def sha256(path: Path) -> str:
     """The file's SHA-256, which tells a re-run whether a submission changed."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-#: The code a score depends on besides the source notebook: both halves of the checks and what they
-#: are built from (modules or packages, found wherever they are installed).
-GRADING_CODE = ("autograder.checks", "autograder.grading", "backprop_utils")
-"""What a score depends on besides the submission, as whole packages: the kernel's side of the checks
-(the folder the jail mounts), the trusted side (graders, references, preparing, seeds, verdicts) and
-the course's helpers. A file added to any of them is in the version with nothing to list."""
-
-
-def _code_files(module: str) -> list[tuple[str, Path]]:
-    """The Python files of a module or package, each with its path inside the package."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(module)
-    if spec is None:
-        return []
-    if spec.submodule_search_locations:
-        return sorted(
-            (str(p.relative_to(d)), p) for d in spec.submodule_search_locations for p in Path(d).rglob("*.py")
-        )
-    return [(Path(spec.origin).name, Path(spec.origin))] if spec.origin else []
-
-
-@functools.cache
-def code_version() -> str:
-    """A hash of the grading code as installed here (:data:`GRADING_CODE`), read once per process: a Dask
-    worker with another one would grade otherwise (:mod:`autograder.engine.distributed`)."""
-    digest = hashlib.sha256()
-    for module in GRADING_CODE:
-        for name, f in _code_files(module):
-            digest.update(f"{module}/{name}".encode() + b"\0" + f.read_bytes())
-    return digest.hexdigest()
 
 
 def course_version(source_notebook: bytes) -> str:

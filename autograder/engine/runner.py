@@ -35,6 +35,8 @@ ZYGOTES: dict[str, dict[str, Any] | None] = {}
 #: Whether :func:`first_steps` ran: the mount namespace is made once (a second would hide the first's
 #: mounts from the zygotes started in it).
 STARTED: list[bool] = []
+#: ``["--warm"]`` when this runner was started with ``--warm``: its zygotes warm up before they are ready.
+WARM_NOW: list[str] = []
 
 
 def zygote_for(kind: str) -> str | None:
@@ -51,14 +53,16 @@ def zygote_for(kind: str) -> str | None:
     return zygote["socket"] if zygote else None
 
 
-def launch_zygote(folder: Path, kind: str) -> dict[str, Any]:
-    """Start a zygote for this runner's ``kind`` kernels; :func:`zygote_for` waits for it to be ready."""
+def launch_zygote(folder: Path, kind: str, warm_now: bool = False) -> dict[str, Any]:
+    """Start a zygote for this runner's ``kind`` kernels; :func:`zygote_for` waits for it to be ready
+    (with ``warm_now``, until it has warmed up too)."""
     import subprocess
     import tempfile
 
     path = tempfile.mktemp(prefix=f"zygote-{kind}-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind],
+        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind]
+        + (["warm"] if warm_now else []),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
@@ -80,15 +84,18 @@ def first_steps(argv: list[str]) -> None:
     """What a runner does before anything else: a mount namespace of its own (first, while it has no
     thread and no child: see space.py), then, serving with ``--zygote DIR --kinds K,...``, the zygotes of
     the kinds the grader announced, so that their imports (seconds) overlap this runner's own (below,
-    about 0.5 s) and the grader's, rather than wait for the first job."""
+    about 0.5 s) and the grader's, rather than wait for the first job. With ``--warm`` too (a resident
+    runner, :mod:`autograder.engine.service`), the zygotes warm up before they say they are ready, and
+    :func:`serve` answers ``ready`` once they all have."""
     if STARTED:
         return
     STARTED.append(private_mounts())
     if argv[:1] == ["--serve"] and argv[1:2] == ["--zygote"]:
         ZYGOTE_DIR["folder"] = Path(argv[2])
         kinds = argv[argv.index("--kinds") + 1].split(",") if "--kinds" in argv[3:-1] else []
+        WARM_NOW.extend(["--warm"] if "--warm" in argv[3:] else [])
         for kind in filter(None, kinds):
-            ZYGOTES[kind] = launch_zygote(Path(argv[2]), kind)
+            ZYGOTES[kind] = launch_zygote(Path(argv[2]), kind, warm_now=bool(WARM_NOW))
 
 
 if __name__ == "__main__":
@@ -400,6 +407,10 @@ def serve(zygote_dir: Path | None = None) -> int:
     _exit_with_parent()
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
+    if WARM_NOW:
+        for kind in list(ZYGOTES):
+            zygote_for(kind)  # waits until it has warmed up
+        answers.write("ready\n")
     for line in sys.stdin:
         path = line.strip()
         if not path:

@@ -342,11 +342,13 @@ def _set_parent_death_signal() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def serve(path: str, kind: str = "torch") -> None:
+def serve(path: str, kind: str = "torch", warm_now: bool = False) -> None:
     """Import the modules of ``kind``'s kernels, then fork a kernel for every request on socket ``path``.
 
     The zygote stays single-threaded (forking a threaded process can deadlock the child): each
     request is handled by a forked manager process, which forks the kernel and watches over it.
+    With ``warm_now`` (a resident runner's zygote, :mod:`autograder.engine.service`), it warms up before
+    it says it is ready, so that no kernel of it starts cold; otherwise behind its first kernel.
     """
     import importlib
 
@@ -356,6 +358,10 @@ def serve(path: str, kind: str = "torch") -> None:
     import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
 
     warm = os.environ.get(WARM_ENV, "1") != "0"
+    if warm and warm_now:
+        warm = False
+        warm_up(kind)
+        _say_threads()
 
     _set_parent_death_signal()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # managers are reaped automatically
@@ -375,13 +381,14 @@ def serve(path: str, kind: str = "torch") -> None:
             # next: the run's first notebook does not wait for the warm-up.
             warm = False
             _warm_up_behind(kind)
-            threads = len(os.listdir("/proc/self/task"))
-            if threads > 1:
-                print(
-                    f"zygote: {threads} threads after its warm-up: forking may hang",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            _say_threads()
+
+
+def _say_threads() -> None:
+    """Say so when the warm-up left a thread behind: forking a threaded process may hang."""
+    threads = len(os.listdir("/proc/self/task"))
+    if threads > 1:
+        print(f"zygote: {threads} threads after its warm-up: forking may hang", file=sys.stderr, flush=True)
 
 
 # -- the stand-in -------------------------------------------------------------------------------
@@ -425,9 +432,9 @@ def standin(path: str, jail_spec: str | None, argv: list[str], pid_file: str | N
 
 
 def main(argv: list[str]) -> int:
-    """``serve SOCKET [numpy|torch]`` or ``kernel SOCKET SPEC|- [PID_FILE] -- KERNEL ARGS``."""
+    """``serve SOCKET [numpy|torch|compile [warm]]`` or ``kernel SOCKET SPEC|- [PID_FILE] -- KERNEL ARGS``."""
     if argv[0] == "serve":
-        serve(argv[1], argv[2] if len(argv) > 2 else "torch")
+        serve(argv[1], argv[2] if len(argv) > 2 else "torch", argv[3:4] == ["warm"])
         return 0
     if argv[0] == "kernel":
         sep = argv.index("--")

@@ -1,0 +1,240 @@
+"""The grade command's side of a resident runner service (``python -m autograder serve``,
+:mod:`autograder.engine.service`): where its socket is, whether a live one will run this command's
+notebooks, and :class:`ServiceRunner`, one of its runners leased for the command's length.
+
+Light to import (no engine, no notebook library): the grade command asks before its heavy imports.
+
+The protocol, one line each way, every line at most :data:`LINE` bytes: on connecting, the service says
+``hello {json}`` (its pid, versions, Python and whether it can jail kernels) or ``refused SENTENCE``;
+``lease`` is answered ``leased`` (one idle runner is this connection's until it closes) or ``busy``;
+``run SECONDS PATH`` runs the job file PATH on the leased runner, killed after SECONDS, and is answered
+``done 0|1 LAST LINE`` (whether it was killed, the runner's last log line) or ``refused SENTENCE`` (a job
+path the service will not run). A connection that closes during a job has that job killed and its
+runner replaced by a fresh one: a command that dies leaves no work behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import struct
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: The longest line either side sends or reads.
+LINE = 4096
+#: How long the command waits for a job's answer beyond its hard limit before it gives the service up.
+GRACE = 60.0
+
+
+def socket_folder() -> Path:
+    """The per-user folder of the service's socket: ``$XDG_RUNTIME_DIR/autograder`` when set, else
+    ``/run/autograder`` for root, else ``autograder-UID`` in the temporary folder."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "autograder"
+    if os.geteuid() == 0 and os.access("/run", os.W_OK):
+        return Path("/run/autograder")
+    return Path(tempfile.gettempdir()) / f"autograder-{os.geteuid()}"
+
+
+def socket_path() -> Path:
+    """Where a resident runner service of this user listens."""
+    return socket_folder() / "runners.sock"
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` may not hold this user's socket (None when it may): it must be a real folder of
+    this user that no one else can enter."""
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        return "none running"
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        return f"{folder} is not a folder of this user closed to others"
+    return None
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket, as the kernel recorded it."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def read_line(stream: Any) -> str:
+    """One line from a socket's file, without its newline; an over-long line is an error."""
+    raw = stream.readline(LINE + 1)
+    if not raw.endswith(b"\n"):
+        raise ConnectionError("line too long" if len(raw) > LINE else "closed")
+    return raw[:-1].decode("utf-8", errors="replace")
+
+
+def _send(sock: socket.socket, line: str) -> None:
+    sock.sendall(line.encode()[: LINE - 1] + b"\n")
+
+
+def connect(timeout: float = 5.0) -> tuple[socket.socket, Any, dict[str, Any]]:
+    """Connect to this user's service and read its hello; raise :class:`Refused` (with the sentence
+    the grade command prints) when there is none to use."""
+    why = folder_problem(socket_folder())
+    if why:
+        raise Refused(why)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(socket_path()))
+        if peer_uid(sock) != os.geteuid():
+            raise Refused("its socket is held by another user")
+        stream = sock.makefile("rb")
+        line = read_line(stream)
+    except Refused:
+        sock.close()
+        raise
+    except OSError:
+        sock.close()
+        raise Refused("none running") from None
+    word, _, rest = line.partition(" ")
+    if word != "hello":
+        sock.close()
+        raise Refused(f"refused: {rest[:200]}" if word == "refused" else "it answered nonsense")
+    return sock, stream, json.loads(rest)
+
+
+class Refused(Exception):
+    """Why this command runs its notebooks on its own runners, in the words its line prints."""
+
+
+def mismatch(hello: dict[str, Any], jailed: Callable[[], bool]) -> str | None:
+    """Why a service that said ``hello`` must not run this command's notebooks (None when it may);
+    ``jailed`` says whether the command would jail its kernels (asked only of a service that cannot)."""
+    from autograder.engine.versions import code_version, engine_version
+
+    if hello.get("checks") != code_version():
+        return "other checks version (restart the service after changing the code)"
+    if hello.get("engine") != engine_version():
+        return "other engine code (restart the service after changing the code)"
+    if hello.get("python") != sys.executable:
+        return f"it runs another Python ({str(hello.get('python'))[:200]})"
+    if not hello.get("jail") and jailed():
+        return "it cannot jail kernels"
+    return None
+
+
+def lease(
+    count: int, jailed: Callable[[], bool], work: Path, zygote: bool = True
+) -> tuple[list[ServiceRunner], str]:
+    """Up to ``count`` of the service's idle runners for this command, and the line the command prints
+    about its runners (which, and why not the service's)."""
+    try:
+        sock, stream, hello = connect()
+    except Refused as exc:
+        return [], f"own runners ({exc}; `python -m autograder serve` keeps runners warm)"
+    sock.close()
+    why = mismatch(hello, jailed)
+    if why:
+        return [], f"own runners: the resident service (pid {hello.get('pid')}) has {why}"
+    runners: list[ServiceRunner] = []
+    for i in range(count):
+        runner = ServiceRunner.lease(hello, work / f"runner-fallback-{i}.log", zygote)
+        if runner is None:
+            break
+        runners.append(runner)
+    pid = hello.get("pid")
+    if not runners:
+        return [], f"own runners: the resident service (pid {pid}) has no idle runner"
+    rest = count - len(runners)
+    tail = f", and {rest} of its own (the service had no more idle)" if rest else ""
+    return runners, f"runners: {len(runners)} of the resident service's (pid {pid}){tail}"
+
+
+class ServiceRunner:
+    """One of the service's runners, leased by one connection: the interface of
+    :class:`~autograder.engine.executor.RunnerProcess`. When the service goes away, the job it ran ends
+    as a runner failure and the next ones run on a runner of this command's own."""
+
+    def __init__(self, sock: socket.socket, stream: Any, pid: int, log: Path, zygote: bool) -> None:
+        self.sock, self.stream, self.pid = sock, stream, pid
+        self.log, self.zygote = log, zygote
+        self.fallback: Any = None
+        """The command's own runner, once the service is gone."""
+        self.killed = False
+
+    @classmethod
+    def lease(cls, hello: dict[str, Any], log: Path, zygote: bool) -> ServiceRunner | None:
+        """A new connection leasing one idle runner, or None when the service has none (or is gone)."""
+        try:
+            sock, stream, again = connect()
+        except Refused:
+            return None
+        try:
+            if again.get("pid") != hello.get("pid"):
+                raise ConnectionError("another service")
+            sock.settimeout(330.0)  # the service may be replacing a runner a killed command left
+            _send(sock, "lease")
+            if read_line(stream) == "leased":
+                sock.settimeout(None)
+                return cls(sock, stream, int(hello["pid"]), log, zygote)
+        except OSError:
+            pass
+        sock.close()
+        return None
+
+    def run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
+        """Run one job on the leased runner; return whether it had to be killed and its last log line."""
+        if self.fallback is not None:
+            return self.fallback.run(job_path, hard_limit)
+        try:
+            self.sock.settimeout(hard_limit + GRACE)
+            _send(self.sock, f"run {hard_limit:.3f} {job_path}")
+            word, _, rest = read_line(self.stream).partition(" ")
+        except OSError:
+            word, rest = "", ""
+        if self.killed:
+            return True, "killed with the resident runner's job"
+        if word == "done":
+            flag, _, last = rest.partition(" ")
+            return flag == "1", last
+        if word == "refused":
+            return False, f"the resident runner service refused the job: {rest[:300]}"
+        self._fall_back()
+        return False, (
+            f"the resident runner service (pid {self.pid}) went away during this notebook; the next "
+            "ones run on this command's own runners"
+        )
+
+    def _fall_back(self) -> None:
+        from autograder.engine.executor import RunnerProcess
+
+        self._close()
+        self.fallback = RunnerProcess(self.log, zygote=self.zygote)
+        print(
+            f"runners: the resident service (pid {self.pid}) went away; its notebook ends as a runner "
+            "failure, the next ones run on own runners",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def kill(self) -> None:
+        """Kill the running job: closing the connection has the service kill it (and replace the runner)."""
+        self.killed = True
+        self._close()
+        if self.fallback is not None:
+            self.fallback.kill()
+
+    def stop(self) -> None:
+        """Give the runner back to the service (or stop the own one)."""
+        self._close()
+        if self.fallback is not None:
+            self.fallback.stop()

@@ -1,0 +1,314 @@
+"""Resident runners (``python -m autograder serve``) as the grade command uses them: real service and
+command processes, jail on as root, each service on a socket of its own folder (``XDG_RUNTIME_DIR``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import nbformat
+import pytest
+from notebook_helpers import from_a_terminal, source_and_release
+from test_engine import FIXTURE, LIMITS, after, solved
+
+from autograder.engine import resident
+from autograder.engine.contract import KernelEvent, StopReason, read_events
+from autograder.engine.executor import LocalExecutor, Work
+from autograder.engine.pipeline import ensure_course
+from autograder.engine.service import CHECKS_ENV
+
+TINY = "01_tiny"
+#: A Python that any user may run (the test's own may live in a folder closed to others).
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+GRADE = [sys.executable, "-m", "autograder", "grade", TINY, "inbox", "--course", "course",
+         "--solutions", str(FIXTURE), "--cell-timeout", "20"]  # fmt: skip
+
+
+def own_folder(prefix: str) -> Path:
+    """A folder outside pytest's shared root (a concurrent session may prune it), reachable by the
+    kernels' users as /tmp is."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    return folder
+
+
+def start_service(runtime: Path, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``serve`` with its socket under ``runtime``, once it says it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder", "serve", *options],
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("serving "), line + proc.stdout.read()
+    return proc
+
+
+def stop_service(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM the service; what it printed after its first line."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    return out
+
+
+@pytest.fixture(scope="module")
+def class_folder() -> Iterator[Path]:
+    """A class of two (a solved notebook and a blank one) with the course built, and a runtime folder."""
+    folder = own_folder("serve-")
+    ensure_course(folder / "build", FIXTURE)
+    source, release = source_and_release(folder / "build", TINY)
+    (folder / "inbox").mkdir()
+    nbformat.write(solved(source, release), folder / "inbox" / f"ada_{TINY}.ipynb")
+    nbformat.write(release, folder / "inbox" / f"bob_{TINY}.ipynb")
+    (folder / "slow").mkdir()
+    slow = after(solved(source, release), "mse_loss", "import time\ntime.sleep(6)")
+    for student in ("s0", "s1", "s2"):
+        nbformat.write(slow, folder / "slow" / f"{student}_{TINY}.ipynb")
+    (folder / "run").mkdir(mode=0o700)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def service(class_folder: Path) -> Iterator[subprocess.Popen[str]]:
+    """One warm runner of numpy kernels (the tiny assignment's kind), never idle-stopped."""
+    proc = start_service(class_folder / "run", "--workers", "1", "--kinds", "numpy", "--idle", "0")
+    yield proc
+    out = stop_service(proc)
+    assert "stopped: runners stopped" in out, out
+    assert not (class_folder / "run" / "autograder" / "runners.sock").exists()
+
+
+def grade(folder: Path, course: str, *options: str, inbox: str = "inbox") -> subprocess.CompletedProcess[str]:
+    command = [*GRADE, *options]
+    command[5], command[7] = inbox, course
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(folder / "run"), "TMPDIR": str(folder)}
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+
+
+def scores(folder: Path, course: str) -> list[str]:
+    return sorted((folder / course / "grading" / "grades.csv").read_text().splitlines())
+
+
+def test_scores_with_the_service_equal_scores_without_it_and_the_command_says_which_runners(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    shared = grade(class_folder, "course-shared", "--workers", "2")
+    assert shared.returncode == 0, shared.stderr
+    line = f"runners: 1 of the resident service's (pid {service.pid}), and 1 of its own"
+    assert line in shared.stderr, shared.stderr
+    own = grade(class_folder, "course-own", "--workers", "2", "--own-runners")
+    assert own.returncode == 0, own.stderr
+    assert "runners: own (--own-runners)" in own.stderr
+    assert scores(class_folder, "course-shared") == scores(class_folder, "course-own")
+    assert "7" in "".join(scores(class_folder, "course-own"))
+
+
+def test_a_command_killed_mid_job_leaves_the_service_grading_the_next_one(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    temp = class_folder / "tmp-killed"
+    temp.mkdir(mode=0o755)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(class_folder / "run"), "TMPDIR": str(temp)}
+    command = [*GRADE, "--workers", "1"]
+    command[5], command[7] = "slow", "course-killed"
+    proc = subprocess.Popen(command, cwd=class_folder, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("grading-*/job-*.job.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # its kernel is running the notebook's cells on the service's runner
+    proc.kill()
+    _, err = proc.communicate(timeout=30)
+    assert f"runners: 1 of the resident service's (pid {service.pid})" in err
+    after_kill = grade(class_folder, "course-after", "--workers", "1")
+    assert after_kill.returncode == 0, after_kill.stderr
+    assert f"runners: 1 of the resident service's (pid {service.pid})" in after_kill.stderr
+    assert re.search(r"ada\s+7 / 7", after_kill.stdout) and re.search(r"bob\s+0 / 7", after_kill.stdout)
+    assert service.poll() is None
+    # The killed command's job went no further: its kernel was killed with the runner, mid-sleep.
+    (events,) = temp.glob("grading-*/job-*.events.jsonl")
+    log = read_events(events)
+    assert log.events and log.end is None, log.events
+
+
+def interrupt(folder: Path, course: str, times: int) -> tuple[int, str, Path]:
+    """Grade the slow class on one runner; Ctrl-C once the first notebook is graded (the second running),
+    and ``times - 1`` more once the command says it is finishing. Its exit status, stderr, and its TMPDIR."""
+    temp = folder / f"tmp-{course}"
+    temp.mkdir(mode=0o755)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(folder / "run"), "TMPDIR": str(temp)}
+    command = [*GRADE, "--workers", "1"]
+    command[5], command[7] = "slow", course
+    proc = subprocess.Popen(
+        from_a_terminal(command),
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "1/3" in line or (times > 1 and "Interrupted: no new notebook starts" in line):
+            proc.send_signal(signal.SIGINT)
+            times -= 1
+            if not times:
+                break
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, "".join(seen) + err, temp
+
+
+def test_ctrl_c_while_on_the_service_ends_as_with_own_runners(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """The running notebook finishes and is kept; the one after it never starts."""
+    code, err, temp = interrupt(class_folder, "course-ctrl-c", 1)
+    assert code == 130, err
+    assert f"runners: 1 of the resident service's (pid {service.pid})" in err
+    assert "Interrupted: no new notebook starts; finishing the 1 running" in err
+    assert "Traceback" not in err
+    results = class_folder / "course-ctrl-c" / "autograder" / "results" / TINY
+    assert len(list(results.glob("*.json"))) == 2  # the first, and the one running at Ctrl-C
+    assert not list(temp.glob("grading-*")), "no scratch folder is left behind"
+
+
+def test_killing_the_runs_notebooks_kills_the_job_on_the_service(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """What a second Ctrl-C does (``Grader.cancel(running=True)``: the executor's ``kill``): the job on the
+    service's runner ends as killed at once, and the runner is replaced, ready for the next command."""
+    folder = Path(tempfile.mkdtemp(prefix="kill-", dir=class_folder))
+    folder.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+        patch.setenv("TMPDIR", str(folder))
+        tempfile.tempdir = None  # read TMPDIR again
+        try:
+            executor = LocalExecutor()
+        finally:
+            tempfile.tempdir = None
+        runners, line = resident.lease(1, lambda: True, executor.work)
+        assert len(runners) == 1, line
+        executor.use_runners(runners)
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(60)")])
+        work = Work("kill", nbformat.writes(notebook), [], "numpy", replace(LIMITS, cell_seconds=90), True)
+        done: list = []
+        running = threading.Thread(target=lambda: done.append(executor.run(work)))
+        running.start()
+        deadline = time.monotonic() + 60
+        while not any(read_events(f).stamp(KernelEvent) for f in executor.work.glob("*.events.jsonl")):
+            assert time.monotonic() < deadline, "the kernel never started"
+            time.sleep(0.2)
+        killed_at = time.monotonic()
+        executor.kill()
+        running.join(timeout=30)
+        assert not running.is_alive() and time.monotonic() - killed_at < 10
+        stop = done[0].events.end.stop
+        assert stop.reason is StopReason.KILLED, stop
+        executor.close()
+        deadline = (
+            time.monotonic() + 60
+        )  # the service notices the closed connection, then replaces the runner
+        while not (again := resident.lease(1, lambda: True, folder))[0] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    assert len(again[0]) == 1, again[1]
+    again[0][0].stop()
+
+
+def test_refusals_stale_socket_and_idle_stop() -> None:
+    """A stale socket is taken over; a second service is refused; a service of other checks is not used;
+    a client of another user is refused, and a folder others can enter is not trusted; --idle stops it."""
+    runtime = own_folder("serve-run-")
+    folder = runtime / "autograder"
+    folder.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(folder / "runners.sock"))
+    stale.close()  # its file stays: a service that died without removing it
+    env = {CHECKS_ENV: "another-version"}
+    proc = start_service(runtime, "--workers", "1", "--kinds", "", "--idle", "10", env=env)
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "autograder", "serve", "--kinds", ""],
+            env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2
+        assert f"another service (pid {proc.pid}) already listens" in second.stderr
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_RUNTIME_DIR", str(runtime))
+            runners, line = resident.lease(1, lambda: True, runtime)
+            assert runners == [] and "other checks version" in line, line
+            assert f"pid {proc.pid}" in line
+            for path in (runtime, folder):
+                path.chmod(0o711)  # as if the folder were open: the service's own check must hold
+            (folder / "runners.sock").chmod(0o666)
+            nobody = subprocess.run(
+                ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", SYSTEM_PYTHON, "-c",
+                 "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+                 "print(s.recv(4096).decode())", str(folder / "runners.sock")],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+            assert nobody.stdout.startswith("refused only user 0 may use this service, not user 65534")
+            runners, line = resident.lease(1, lambda: True, runtime)
+            assert runners == [] and "is not a folder of this user closed to others" in line, line
+        out = proc.communicate(timeout=60)[0]
+        assert "refused a connection of user 65534" in out
+        assert "no request for 10 s: runners stopped" in out
+        assert not (folder / "runners.sock").exists()
+    finally:
+        stop_service(proc)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_service_that_dies_mid_run_fails_that_notebook_and_the_rest_run_on_own_runners(
+    class_folder: Path,
+) -> None:
+    """The service is killed while the first notebook runs on it: that notebook ends as a runner
+    failure (stated, nothing lost), the command says so, and the next notebooks are graded on its own."""
+    runtime = own_folder("serve-dies-")
+    proc = start_service(runtime, "--workers", "1", "--kinds", "numpy", "--idle", "0")
+    temp = class_folder / "tmp-dies"
+    temp.mkdir(mode=0o755)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(temp)}
+    command = [*GRADE, "--workers", "1"]
+    command[5], command[7] = "slow", "course-dies"
+    try:
+        grading = subprocess.Popen(command, cwd=class_folder, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not list(temp.glob("grading-*/job-*.job.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.kill()
+        out, err = grading.communicate(timeout=300)
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert f"runners: 1 of the resident service's (pid {proc.pid})" in err
+    assert f"the resident service (pid {proc.pid}) went away" in err, err
+    assert "Traceback" not in err
+    assert re.search(r"s1\s+7 / 7", out) and re.search(r"s2\s+7 / 7", out), out
+    stated = (
+        f"stopped early (01_tiny): the grader's runner failed (the resident runner service (pid {proc.pid})"
+    )
+    assert re.search(r"s0\s+\d / 7 .*" + re.escape(stated), out), out  # its cells before the stop keep points
