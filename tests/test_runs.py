@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -204,3 +205,48 @@ def test_the_report_command_rewrites_the_outputs_without_grading(notebooks, tmp_
     rows = (root / "grading" / "grades.csv").read_text().splitlines()
     assert rows[1].startswith("ada,ada,ada,01_tiny,4,7,7,adjusted by the instructor to 4 (automatic score 7)")
     assert "Score: 4 / 7" in (root / "feedback" / "ada" / TINY / f"{TINY}.html").read_text()
+
+
+def test_a_second_ctrl_c_cancels_the_running_notebook(notebooks, own_folder: Path) -> None:
+    """The first Ctrl-C lets the running notebook finish; a second one kills it: the command ends long
+    before the notebook's sleep would, the killed notebook is not stored, and a re-run grades it."""
+    source, release = notebooks
+    slow = after(solved(source, release), "mse_loss", "import time\ntime.sleep(60)")
+    inbox = own_folder / "inbox"
+    inbox.mkdir()
+    for student in ("s0", "s1"):
+        nbformat.write(slow, inbox / f"{student}_{TINY}.ipynb")
+    temp = own_folder / "tmp"
+    temp.mkdir()
+    command = [sys.executable, "-m", "autograder", "grade", TINY, "inbox", "--course", "course",
+               "--solutions", str(FIXTURE), "--workers", "1", "--cell-timeout", "90"]  # fmt: skip
+    proc = subprocess.Popen(
+        from_a_terminal(command),
+        env={**os.environ, "TMPDIR": str(temp)},
+        cwd=own_folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+    started = None
+    while started is None or time.monotonic() - started < 120:
+        if started is None and list(temp.glob("grading-*/job-*.events.jsonl")):
+            time.sleep(3)  # the first notebook's kernel is in its 60 s sleep
+            proc.send_signal(signal.SIGINT)
+            started = time.monotonic()
+            for line in proc.stderr:
+                seen.append(line)
+                if "Interrupted: no new notebook starts" in line:
+                    break
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.2)
+    _, err = proc.communicate(timeout=120)
+    err = "".join(seen) + err
+    assert started is not None, err
+    assert time.monotonic() - started < 30, "the running notebook was not cancelled: " + err
+    assert proc.returncode == 130, err
+    assert "Cancelling the running notebooks" in err and "Traceback" not in err, err
+    assert results(own_folder / "course") == []
