@@ -281,6 +281,25 @@ def test_op_graph_break_named_with_its_cause():
     assert report.score < report.points
 
 
+def test_op_a_learners_names_are_bounded_in_the_feedback():
+    """A callable whose class and name are a megabyte of markup: the check's feedback repeats at most 100
+    characters of each (the evidence channel drops control characters, and the outputs escape what is
+    left: tests/test_untrusted.py)."""
+    hostile = "<script>alert(1)</script>| 7 / 7 |\n# Heading" * 20_000
+    callable_class = type(
+        hostile,
+        (),
+        {"__call__": lambda self, q, k, v, is_causal=False: attention_with_item(q, k, v, is_causal)},
+    )
+    op = callable_class()
+    op.__name__ = hostile
+    report = grade(checks.ATTENTION_OP, op, seed=1)
+    assert report.score < report.points
+    message = next(i.message for i in report.items if i.name == "torch.compile(fullgraph=True)")
+    assert "Likely mistake: <script>alert(1)</script>" in message, message[:300]
+    assert len(report.render()) < 20_000 and hostile[:200] not in report.render()
+
+
 def test_op_fake_kernel_mistake_is_named_only_for_the_fake():
     """The fake kernel's wrong layout is the likely mistake; an operator whose values are wrong but whose
     fake is right gets no fake-kernel diagnosis, and no "not an operator" one."""

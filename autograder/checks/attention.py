@@ -386,7 +386,7 @@ def collect_attention_op(op: Any, *, seed: int = 0, device: Any = None) -> Evide
     """Run the learner's ``attention_op(q, k, v, is_causal)``: values and gradients on each case; on the
     first, ``torch.library.opcheck``, the fake kernel's output layout, and ``torch.compile``."""
     where = default_device() if device is None else torch.device(device)
-    label = str(getattr(op, "_qualname", None) or getattr(op, "__name__", "attention_op"))
+    label = label_of(op, label_of(op, "attention_op"), "_qualname")
     cases = {}
     for index, (name, case) in enumerate(op_cases(seed).items()):
         data = case_inputs(case_seed(seed, index), case)
@@ -412,7 +412,7 @@ def collect_attention_op(op: Any, *, seed: int = 0, device: Any = None) -> Evide
         "device": where.type,
         "op": label,
         "custom_op": custom,
-        "kind": type(op).__name__,
+        "kind": label_of(type(op), "object"),
         "cases": cases,
     }
 

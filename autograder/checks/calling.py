@@ -39,6 +39,8 @@ _LIBRARY_DIRS = tuple(
 
 # Notes quote at most this much of a warning or of stderr output: enough to recognise it.
 _NOTE_LENGTH = 200
+# A learner's function may be named with megabytes: feedback repeats at most this much of its name.
+_NAME_LENGTH = 100
 _MESSAGE_LENGTH = 500
 # Only the first line of stderr output becomes a note; a learner's loop may have written megabytes.
 _FD2_READ_LIMIT = 64 * 1024
@@ -142,7 +144,7 @@ def _label(fn: Any, name: str | None) -> str:
     if name:
         return name
     try:
-        return str(getattr(fn, "__name__", "the function"))
+        return _shorten(str(getattr(fn, "__name__", "the function")), _NAME_LENGTH)
     except Exception:  # noqa: BLE001 - an object whose attribute lookup raises is still reported
         return "the function"
 

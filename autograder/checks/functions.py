@@ -125,9 +125,18 @@ def returned(result: Any) -> Returned:
     return {"kind": type(result).__name__, "grads": [freeze(v) for v in values]}
 
 
-def label_of(fn_cls: Any, default: str) -> str:
-    """The name feedback uses for a learner's Function: its class name, else ``default``."""
-    return str(getattr(fn_cls, "__name__", default))
+#: The longest name of a learner's object that feedback repeats (a class may be named with megabytes).
+NAME_LENGTH = 100
+
+
+def label_of(fn_cls: Any, default: str, attribute: str = "__name__") -> str:
+    """The name feedback uses for a learner's object: its ``attribute`` (its class name, for a Function),
+    else ``default``; at most :data:`NAME_LENGTH` characters, and ``default`` when reading it fails."""
+    try:
+        name = str(getattr(fn_cls, attribute, None) or default)
+    except Exception:  # noqa: BLE001 - a learner's attribute lookup or __str__ may raise
+        name = default
+    return name if len(name) <= NAME_LENGTH else name[: NAME_LENGTH - 3] + "..."
 
 
 class FunctionRecord(TypedDict):

@@ -58,7 +58,9 @@ def compile_item(record: Record, ref: dict[str, Any], evidence: Evidence) -> Ite
     name = "torch.compile(fullgraph=True)"
     error = step_error(record, "compile")
     if error and evidence.get("custom_op") is False:
-        what = f"{evidence.get('op', 'attention_op')} is a {evidence.get('kind', 'function')}"
+        # the learner's names, as the kernel reported them: bounded again here (evidence is untrusted)
+        op, kind = (str(evidence.get(k, d))[:100] for k, d in (("op", "attention_op"), ("kind", "function")))
+        what = f"{op} is a {kind}"
         error += (
             f". Likely mistake: {what}, not the operator torch.library.custom_op returns, so "
             "torch.compile traces its Python code and meets what it cannot trace; an operator is one "
