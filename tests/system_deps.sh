@@ -4,15 +4,19 @@
 #     Playwright never downloads a browser here;
 #   - a PostgreSQL server, of whatever version the system's package gives (tests/test_gradebook.py;
 #     tests/postgres.py finds it the same way: /usr/lib/postgresql/<version>/bin, highest version, or
-#     initdb and pg_ctl on PATH).
+#     initdb and pg_ctl on PATH);
+#   - libatomic (Debian's libatomic1), which the Node.js that Playwright ships as its driver links
+#     against: a minimal Debian lacks it, and every browser test then fails before the browser starts.
 # Missing ones are installed with apt-get (as root, or through sudo when it needs no password). When
 # that cannot be done, one line says what is missing and why, and the suite runs anyway: the tests
 # that need it fail with the same instruction.
-# DRY_RUN=1 only says what it would install. CHROMIUM and PG_LIB move where it looks (for tests).
+# DRY_RUN=1 only says what it would install. CHROMIUM, PG_LIB and LIB_DIRS move where it looks (for tests).
 set -uo pipefail
 
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 PG_LIB="${PG_LIB:-/usr/lib/postgresql}"
+# Where the dynamic linker finds Debian's libraries (multiarch folders first).
+LIB_DIRS="${LIB_DIRS:-/lib/*-linux-gnu /usr/lib/*-linux-gnu /lib64 /usr/lib64 /lib /usr/lib}"
 DRY_RUN="${DRY_RUN:-}"
 
 postgres_bin() {
@@ -26,12 +30,20 @@ postgres_bin() {
     fi
 }
 
+library() {
+    local dir
+    for dir in $LIB_DIRS; do
+        [ -e "$dir/$1" ] && { echo "$dir/$1"; return; }
+    done
+}
+
 missing=()
 [ -x "$CHROMIUM" ] || missing+=(chromium)
 [ -n "$(postgres_bin)" ] || missing+=(postgresql)
+[ -n "$(library libatomic.so.1)" ] || missing+=(libatomic1)
 
 if [ ${#missing[@]} -eq 0 ]; then
-    echo "system packages: chromium at $CHROMIUM, PostgreSQL server programs in $(postgres_bin)"
+    echo "system packages: chromium at $CHROMIUM, PostgreSQL server programs in $(postgres_bin), $(library libatomic.so.1) for Playwright's driver"
     exit 0
 fi
 

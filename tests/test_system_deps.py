@@ -12,6 +12,12 @@ from pathlib import Path
 import postgres
 
 SCRIPT = Path(__file__).parent / "system_deps.sh"
+#: Where this machine's libatomic is, as the script looks for it (its first multiarch folder holding it).
+ATOMIC = next(
+    str(path)
+    for folder in ("/lib", "/usr/lib")
+    for path in sorted(Path(folder).glob("*-linux-gnu/libatomic.so.1"))
+)
 
 
 def _deps(**env: str) -> list[str]:
@@ -41,7 +47,8 @@ def test_postgres_is_found_whatever_its_version(tmp_path: Path) -> None:
     assert postgres.server_bin(lib) == lib / "17" / "bin"
     lines = _deps(PG_LIB=str(lib))
     assert lines == [
-        f"system packages: chromium at /usr/bin/chromium, PostgreSQL server programs in {lib}/17/bin"
+        f"system packages: chromium at /usr/bin/chromium, PostgreSQL server programs in {lib}/17/bin, "
+        f"{ATOMIC} for Playwright's driver"
     ]
 
 
@@ -49,7 +56,8 @@ def test_the_script_and_the_tests_find_this_machines_server() -> None:
     found = postgres.server_bin()
     assert found is not None, "no PostgreSQL server: run `make system-deps`"
     assert _deps() == [
-        f"system packages: chromium at /usr/bin/chromium, PostgreSQL server programs in {found}"
+        f"system packages: chromium at /usr/bin/chromium, PostgreSQL server programs in {found}, "
+        f"{ATOMIC} for Playwright's driver"
     ]
 
 
@@ -64,6 +72,27 @@ def test_a_dry_run_says_in_one_line_what_it_would_install(tmp_path: Path) -> Non
         )
     else:
         assert "chromium postgresql" in lines[0] and "install" in lines[0]
+
+
+def test_a_system_without_libatomic_gets_it_installed(tmp_path: Path) -> None:
+    """Found on a minimal Debian (a root made by debootstrap): Playwright's driver, a Node.js binary,
+    needs libatomic.so.1, and without it every browser test failed before the browser started."""
+    lines = _deps(LIB_DIRS=str(tmp_path), DRY_RUN="1", PATH="/usr/bin:/bin")
+    if os.geteuid() == 0:
+        assert lines == [
+            "system packages: would install libatomic1: apt-get update && apt-get install -y libatomic1"
+        ]
+    else:
+        assert len(lines) == 1 and "libatomic1" in lines[0], lines
+
+
+def test_playwrights_driver_runs_here() -> None:
+    """What libatomic is for: the driver that Playwright starts before any browser loads its libraries."""
+    import playwright
+
+    node = Path(playwright.__file__).parent / "driver" / "node"
+    done = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_without_apt_get_it_says_why_and_the_suite_still_runs(tmp_path: Path) -> None:
