@@ -79,7 +79,8 @@ def _resident_runners(args: argparse.Namespace, ahead, count: int) -> int:  # no
         return not args.no_jail and jail_available()
 
     runners, line = resident.lease(count, jailed, ahead.work)
-    print(line, file=sys.stderr, flush=True)
+    if line:
+        print(line, file=sys.stderr, flush=True)
     ahead.use_runners(runners)
     return len(runners)
 

@@ -28,6 +28,8 @@ from typing import Any
 
 #: The longest line either side sends or reads.
 LINE = 4096
+#: Why a command uses its own runners when this user has no service at all (it prints nothing then).
+NONE_RUNNING = "none running"
 #: How long the command waits for a job's answer beyond its hard limit before it gives the service up.
 GRACE = 60.0
 
@@ -54,7 +56,7 @@ def folder_problem(folder: Path) -> str | None:
     try:
         info = os.lstat(folder)
     except FileNotFoundError:
-        return "none running"
+        return NONE_RUNNING
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
         return f"{folder} is not a folder of this user closed to others"
     return None
@@ -97,7 +99,7 @@ def connect(timeout: float = 5.0) -> tuple[socket.socket, Any, dict[str, Any]]:
         raise
     except OSError:
         sock.close()
-        raise Refused("none running") from None
+        raise Refused(NONE_RUNNING) from None
     word, _, rest = line.partition(" ")
     if word != "hello":
         sock.close()
@@ -129,11 +131,12 @@ def lease(
     count: int, jailed: Callable[[], bool], work: Path, zygote: bool = True
 ) -> tuple[list[ServiceRunner], str]:
     """Up to ``count`` of the service's idle runners for this command, and the line the command prints
-    about its runners (which, and why not the service's)."""
+    about its runners (which, and why not the service's; empty when no service runs: a command that
+    was never told of one says nothing of it)."""
     try:
         sock, stream, hello = connect()
     except Refused as exc:
-        return [], f"own runners ({exc}; `python -m autograder serve` keeps runners warm)"
+        return [], "" if str(exc) == NONE_RUNNING else f"own runners ({exc})"
     sock.close()
     why = mismatch(hello, jailed)
     if why:
