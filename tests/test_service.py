@@ -312,3 +312,55 @@ def test_a_service_that_dies_mid_run_fails_that_notebook_and_the_rest_run_on_own
         f"stopped early (01_tiny): the grader's runner failed (the resident runner service (pid {proc.pid})"
     )
     assert re.search(r"s0\s+\d / 7 .*" + re.escape(stated), out), out  # its cells before the stop keep points
+
+
+def test_the_service_runs_only_a_grade_commands_own_job_files(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """What a client of the right user may still send is bounded: a path that is not a job file of a
+    ``grading-*`` folder, a job file whose notebook is another file, a hard limit that is not a number of
+    seconds, an over-long line. Each is refused or ends the connection, no runner runs it, and the
+    runner goes back to the service for the next command."""
+    from autograder.engine.contract import Job
+
+    scratch = Path(tempfile.mkdtemp(prefix="grading-", dir=class_folder))
+    stem = scratch / "job-abc"
+
+    def job(stem: Path, notebook: str) -> Path:
+        Job(notebook=notebook, workdir=str(stem), events=f"{stem}.events.jsonl", grade_cells=[],
+            cell_seconds=5, notebook_seconds=5, output_bytes=1000, kernel="numpy",
+            executed=f"{stem}.executed.ipynb").write(Path(f"{stem}.job.json"))  # fmt: skip
+        return Path(f"{stem}.job.json")
+
+    job(stem, f"{stem}.ipynb")
+    stolen = job(scratch / "job-stolen", "/etc/shadow")  # everything its own but the notebook
+
+    def lease() -> tuple[socket.socket, object]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+            sock, stream, _ = resident.connect()
+        sock.settimeout(60)
+        sock.sendall(b"lease\n")
+        assert resident.read_line(stream) == "leased"
+        return sock, stream
+
+    sock, stream = lease()
+    not_a_job = "refused not the job file of a grading-* scratch folder"
+    asked = {
+        "run 10 /etc/passwd": not_a_job,
+        f"run 10 {stolen}": "refused its notebook is not that job's own",
+        f"run nan {stem}.job.json": "refused its hard limit is out of bounds",
+        f"run 1e9 {stem}.job.json": "refused its hard limit is out of bounds",
+        f"run 10 {scratch}/../{scratch.name}/job-abc.job.json.x": not_a_job,
+        "run 10 relative/grading-x/job-abc.job.json": not_a_job,
+    }
+    for line, answer in asked.items():
+        sock.sendall(line.encode() + b"\n")
+        assert resident.read_line(stream) == answer, line
+    sock.sendall(b"run 10 /" + b"a" * 5000 + b"\n")
+    assert stream.readline() == b"", "an over-long line ends the connection"
+    sock.close()
+    assert not list(scratch.glob("*.events.jsonl")), "no job of these ran"
+    again, _ = lease()  # the one runner is back
+    again.close()
+    assert service.poll() is None
