@@ -95,3 +95,11 @@ def from_a_terminal(command: list[str]) -> list[str]:
         "os.execv(sys.argv[1], sys.argv[1:])"
     )
     return [sys.executable, "-c", restore, *command]
+
+
+def started_from_a_terminal(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``command`` started as :func:`from_a_terminal` says, in ``cwd`` with ``env``, its stdout and stderr
+    read as text by the test (which presses Ctrl-C on it)."""
+    return subprocess.Popen(
+        from_a_terminal(command), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )

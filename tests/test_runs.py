@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_helpers import from_a_terminal, source_and_release
+from notebook_helpers import source_and_release, started_from_a_terminal
 from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine.pipeline import ensure_course, grade_class
@@ -67,14 +67,7 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
     command = [sys.executable, "-m", "autograder", "grade", TINY, "inbox", "--course", "course",
                "--solutions", str(FIXTURE), "--workers", "1", "--cell-timeout", "20"]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(temp)}
-    proc = subprocess.Popen(
-        from_a_terminal(command),
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = started_from_a_terminal(command, cwd=tmp_path, env=env)
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:
@@ -220,14 +213,7 @@ def test_a_second_ctrl_c_cancels_the_running_notebook(notebooks, own_folder: Pat
     temp.mkdir()
     command = [sys.executable, "-m", "autograder", "grade", TINY, "inbox", "--course", "course",
                "--solutions", str(FIXTURE), "--workers", "1", "--cell-timeout", "90"]  # fmt: skip
-    proc = subprocess.Popen(
-        from_a_terminal(command),
-        env={**os.environ, "TMPDIR": str(temp)},
-        cwd=own_folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = started_from_a_terminal(command, cwd=own_folder, env={**os.environ, "TMPDIR": str(temp)})
     assert proc.stderr is not None
     seen: list[str] = []
     started = None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_helpers import from_a_terminal, source_and_release
+from notebook_helpers import source_and_release, started_from_a_terminal
 from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine import resident
@@ -154,14 +154,7 @@ def interrupt(folder: Path, course: str, times: int) -> tuple[int, str, Path]:
     env = {**os.environ, "XDG_RUNTIME_DIR": str(folder / "run"), "TMPDIR": str(temp)}
     command = [*GRADE, "--workers", "1"]
     command[5], command[7] = "slow", course
-    proc = subprocess.Popen(
-        from_a_terminal(command),
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = started_from_a_terminal(command, cwd=folder, env=env)
     assert proc.stderr is not None
     seen = []
     for line in proc.stderr:

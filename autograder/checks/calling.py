@@ -39,8 +39,8 @@ _LIBRARY_DIRS = tuple(
 
 # Notes quote at most this much of a warning or of stderr output: enough to recognise it.
 _NOTE_LENGTH = 200
-# A learner's function may be named with megabytes: feedback repeats at most this much of its name.
-_NAME_LENGTH = 100
+#: A learner's object may be named with megabytes: feedback repeats at most this much of its name.
+NAME_LENGTH = 100
 _MESSAGE_LENGTH = 500
 # Only the first line of stderr output becomes a note; a learner's loop may have written megabytes.
 _FD2_READ_LIMIT = 64 * 1024
@@ -140,13 +140,17 @@ def _captured_fd2() -> Iterator[Callable[[], str]]:
             captured["text"] = tmp.read(_FD2_READ_LIMIT).decode("utf-8", errors="replace")
 
 
-def _label(fn: Any, name: str | None) -> str:
-    if name:
-        return name
+def name_of(obj: Any, default: str, attribute: str = "__name__") -> str:
+    """The name feedback uses for a learner's object: its ``attribute``, else ``default``; at most
+    :data:`NAME_LENGTH` characters, and ``default`` when reading it fails."""
     try:
-        return _shorten(str(getattr(fn, "__name__", "the function")), _NAME_LENGTH)
-    except Exception:  # noqa: BLE001 - an object whose attribute lookup raises is still reported
-        return "the function"
+        return _shorten(str(getattr(obj, attribute, None) or default), NAME_LENGTH)
+    except Exception:  # noqa: BLE001 - a learner's attribute lookup or __str__ may raise
+        return default
+
+
+def _label(fn: Any, name: str | None) -> str:
+    return name or name_of(fn, "the function")
 
 
 def call(fn: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Call:

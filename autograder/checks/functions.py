@@ -32,7 +32,7 @@ from typing import Any, TypedDict
 import numpy as np
 import torch
 
-from autograder.checks.calling import Call, call
+from autograder.checks.calling import Call, call, name_of
 from autograder.checks.core import NotAnArray, freeze
 
 #: One argument of ``apply``: (name, value, requires_grad). A numpy value becomes a fresh float64
@@ -125,18 +125,10 @@ def returned(result: Any) -> Returned:
     return {"kind": type(result).__name__, "grads": [freeze(v) for v in values]}
 
 
-#: The longest name of a learner's object that feedback repeats (a class may be named with megabytes).
-NAME_LENGTH = 100
-
-
 def label_of(fn_cls: Any, default: str, attribute: str = "__name__") -> str:
-    """The name feedback uses for a learner's object: its ``attribute`` (its class name, for a Function),
-    else ``default``; at most :data:`NAME_LENGTH` characters, and ``default`` when reading it fails."""
-    try:
-        name = str(getattr(fn_cls, attribute, None) or default)
-    except Exception:  # noqa: BLE001 - a learner's attribute lookup or __str__ may raise
-        name = default
-    return name if len(name) <= NAME_LENGTH else name[: NAME_LENGTH - 3] + "..."
+    """The name feedback uses for a learner's Function: its class name (or ``attribute``), else
+    ``default``, bounded (:func:`~autograder.checks.calling.name_of`)."""
+    return name_of(fn_cls, default, attribute)
 
 
 class FunctionRecord(TypedDict):

@@ -7,6 +7,7 @@ from typing import Any
 
 from autograder.checks.attention import ATTENTION_OP, op_cases
 from autograder.checks.attention_inputs import case_inputs
+from autograder.checks.calling import NAME_LENGTH
 from autograder.checks.compare import compare
 from autograder.checks.core import Evidence, case_seed
 from autograder.checks.report import Item, Report
@@ -59,7 +60,9 @@ def compile_item(record: Record, ref: dict[str, Any], evidence: Evidence) -> Ite
     error = step_error(record, "compile")
     if error and evidence.get("custom_op") is False:
         # the learner's names, as the kernel reported them: bounded again here (evidence is untrusted)
-        op, kind = (str(evidence.get(k, d))[:100] for k, d in (("op", "attention_op"), ("kind", "function")))
+        op, kind = (
+            str(evidence.get(k, d))[:NAME_LENGTH] for k, d in (("op", "attention_op"), ("kind", "function"))
+        )
         what = f"{op} is a {kind}"
         error += (
             f". Likely mistake: {what}, not the operator torch.library.custom_op returns, so "
