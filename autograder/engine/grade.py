@@ -345,13 +345,13 @@ class Grader:
             for future in as_completed(futures):
                 self._collect(future.result(), outcomes, on_done)
         except KeyboardInterrupt:
-            self.cancel()
-            running = sum(1 for f in futures if f.running())
-            sys.stderr.write(
-                f"\nInterrupted: no new notebook starts; finishing the {running} running "
-                "(Ctrl-C again to cancel them).\n"
-            )
-            try:
+            try:  # a second Ctrl-C from here on cancels, even one pressed while this says so
+                self.cancel()
+                running = sum(1 for f in futures if f.running())
+                sys.stderr.write(
+                    f"\nInterrupted: no new notebook starts; finishing the {running} running "
+                    "(Ctrl-C again to cancel them).\n"
+                )
                 for future in futures:
                     if not future.cancelled():
                         self._collect(future.result(), outcomes, on_done)
