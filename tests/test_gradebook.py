@@ -363,6 +363,29 @@ def test_the_schema_version_is_the_one_nbgrader_asks_alembic_for() -> None:
     assert schema_version() == get_alembic_version()
 
 
+def test_a_new_gradebook_is_stamped_without_running_alembic(tmp_path: Path, monkeypatch) -> None:
+    """nbgrader stamps a new gradebook with the version it asks of the ``alembic`` command (about 2 s
+    of CPU at the end of a course's first run): the engine's gradebook gets the same stamp without it."""
+    import nbgrader.api as api
+    from sqlalchemy import create_engine, text
+
+    from autograder.course import assignments
+    from autograder.engine.gradebook import register, schema_version
+
+    root = tmp_path / "course"
+    ensure_course(root, FIXTURE)
+    commands = []
+    monkeypatch.setattr(api.sp, "check_output", lambda command, **kw: commands.append(command) or b"")
+    asked = api.get_alembic_version
+    db = f"sqlite:///{tmp_path / 'new.db'}"
+    register(db, root, assignments(FIXTURE))
+    assert commands == [] and api.get_alembic_version is asked
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == schema_version()
+    engine.dispose()
+
+
 def test_a_class_is_written_in_one_transaction_all_or_nothing(course) -> None:
     """One commit per class whatever its size, the same scores as before; and a class whose writing fails
     half-way leaves the gradebook as it was."""

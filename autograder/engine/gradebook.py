@@ -17,6 +17,7 @@ parsed, a server that cannot be reached, a missing driver, or a schema that is n
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,8 @@ from autograder.course import COURSE_ID, Assignment
 from autograder.course.build import ensure_tools_on_path
 
 if TYPE_CHECKING:
+    from nbgrader.api import Gradebook
+
     from autograder.engine.outcome import Outcome
     from autograder.engine.roster import Roster
 
@@ -98,6 +101,28 @@ def check_database(db_url: str) -> str:
     return url
 
 
+@contextmanager
+def opened(db_url: str) -> Iterator[Gradebook]:
+    """nbgrader's gradebook at ``db_url``, open.
+
+    On a new database nbgrader stamps the schema version, which it asks of the ``alembic`` command: a
+    process of about 2 s of CPU, at the end of a course's first run, when nothing else is left to
+    run beside it. Here nbgrader is given :func:`schema_version` instead, the same answer read from
+    its migration scripts (``tests/test_gradebook.py`` compares the two), while the gradebook opens.
+    """
+    import nbgrader.api as api
+
+    version = schema_version()
+    asked, api.get_alembic_version = api.get_alembic_version, lambda: version
+    try:
+        gradebook = api.Gradebook(db_url, COURSE_ID)
+    finally:
+        api.get_alembic_version = asked
+    with gradebook as gb:
+        yield gb
+
+
+@functools.cache
 def schema_version() -> str:
     """The gradebook schema version (alembic head revision) this nbgrader expects.
 
@@ -149,12 +174,11 @@ def register(
     ``generate_assignment`` does (with nbgrader's own ``SaveCells``): in an empty gradebook or an
     existing one, any number of times."""
     import nbformat
-    from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveCells
 
     _quiet()
     for a in assignments:
-        with Gradebook(db_url, COURSE_ID) as gb:
+        with opened(db_url) as gb:
             duedate = (due or {}).get(a.name)
             if duedate:
                 gb.update_or_create_assignment(a.name, duedate=_parse_time(duedate))
@@ -187,12 +211,12 @@ def record(
     The class is written in one transaction (:func:`_one_transaction`): all of it or, when anything
     fails, none of it, and a commit (a disk sync on SQLite) per class rather than three per submission.
     """
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
     from nbgrader.plugins import LateSubmissionPlugin
 
     _quiet()
     plugin = LateSubmissionPlugin(penalty_method=penalty_method)
-    with Gradebook(db_url, COURSE_ID) as gb, _one_transaction(gb.db):
+    with opened(db_url) as gb, _one_transaction(gb.db):
         for o in outcomes:
             if o.status == "failed":
                 continue
@@ -281,11 +305,9 @@ class Final:
 
 def final_scores(db_url: str) -> dict[tuple[str, str], Final]:
     """Every submission's final score, keyed by (student, assignment), read from the gradebook."""
-    from nbgrader.api import Gradebook
-
     _quiet()
     finals: dict[tuple[str, str], Final] = {}
-    with Gradebook(db_url, COURSE_ID) as gb:
+    with opened(db_url) as gb:
         for assignment in gb.assignments:
             for sub in assignment.submissions:
                 penalty = float(sub.late_submission_penalty or 0.0)

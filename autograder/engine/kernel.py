@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -26,6 +27,9 @@ from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionComplete  # noqa: E402
 
 from autograder.engine.relay import Relay  # noqa: E402
+
+#: The kernel's stand-in (:func:`autograder.engine.zygote.standin`), run as a script.
+STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
 
 
 class QuickReadyClient(AsyncKernelClient):
@@ -83,6 +87,9 @@ class JailedKernelManager(AsyncKernelManager):
     """Where the client's sockets are, when it talks to the kernel through a :class:`Relay`."""
     relay_limits: tuple[int, int, int] = (0, 0, 0)
     relay: Relay | None = None
+    socket_options: dict[int, int] = {}
+    """ZeroMQ options of every socket of the kernel's connection, the manager's own and its clients'
+    (:func:`bound_messages`)."""
 
     def client(self, **kwargs: Any) -> Any:
         """A client of the kernel, through a :class:`Relay` when ``relay_base`` is set: ZeroMQ would
@@ -94,7 +101,12 @@ class JailedKernelManager(AsyncKernelManager):
                 self.relay.close()
             self.relay = Relay(self.ip, self.relay_base, ports, self.relay_limits, self.relay_over)
             kwargs["ip"] = self.relay_base
-        return super().client(**kwargs)
+        client = super().client(**kwargs)
+        # A client makes a ZeroMQ context of its own, not the manager's: the options go on it too,
+        # before its first socket.
+        for option, value in self.socket_options.items():
+            client.context.setsockopt(option, value)
+        return client
 
     def relay_over(self, sentence: str, size: bool) -> None:
         """What the relay calls when the kernel broke a bound: the notebook stops (:class:`LimitedClient`
@@ -110,13 +122,16 @@ class JailedKernelManager(AsyncKernelManager):
         command = super().format_kernel_cmd(extra_arguments)
         if self.zygote and "ipykernel_launcher" in command:
             kernel_args = command[command.index("ipykernel_launcher") + 1 :]
+            # The stand-in needs only the standard library: without site (``-S``), its interpreter
+            # starts in about half the time, and that is on every notebook's way to its first cell.
             return [
                 "setpriv",
                 "--pdeathsig",
                 "KILL",
                 sys.executable,
-                "-m",
-                "autograder.engine.zygote",
+                "-I",
+                "-S",
+                STANDIN,
                 "kernel",
                 self.zygote,
                 self.jail_spec or "-",
@@ -224,10 +239,23 @@ class LimitedClient(NotebookClient):
         self._monitor.connect(address)
 
 
-def bound_messages(km: AsyncKernelManager, limit: int) -> None:
-    """Make every socket of the kernel's connection refuse a message larger than ``limit`` bytes,
-    before any of it is read into memory (ZeroMQ drops the sending peer instead)."""
-    km.context.setsockopt(zmq.MAXMSGSIZE, limit)
+def bound_messages(km: JailedKernelManager, limit: int) -> None:
+    """Make every socket of the kernel's connection refuse a message part larger than ``limit`` bytes,
+    before any of it is read into memory (ZeroMQ drops the sending peer instead), and try again every
+    :data:`RECONNECT_MS` to reach a kernel that is not listening yet.
+
+    The client connects as soon as the kernel's process is started, before the kernel has bound its
+    sockets, so its first try always fails: at ZeroMQ's default interval (100 ms) every notebook waited
+    0.1 to 0.2 s more for a kernel that had been listening for most of that time. A refused try costs
+    a failed ``connect`` on a local socket.
+    """
+    km.socket_options = {zmq.MAXMSGSIZE: limit, zmq.RECONNECT_IVL: RECONNECT_MS}
+    for option, value in km.socket_options.items():
+        km.context.setsockopt(option, value)
+
+
+#: How often a client's socket tries again to reach a kernel that is not listening yet, in milliseconds.
+RECONNECT_MS = 5
 
 
 #: A message's envelope (header, signature, metadata) beyond its content, allowed on top of the budget.

@@ -39,6 +39,10 @@ PRELOAD = {
 #: The kernels of notebooks that use PyTorch's compiler stack (``executor.kernel_kind``): the same
 #: imports before the fork; the compiler's, behind the first kernel (:func:`_warm_compile`).
 PRELOAD["compile"] = PRELOAD["torch"]
+#: What every kernel imports while it starts (``IPKernelApp.initialize``), whatever its notebook: its
+#: debugger (debugpy, with pydevd: about 60 ms of CPU), IPython's debugger, the completer's helpers, the
+#: history's sqlite3. Imported before the fork, they are already loaded in the kernel.
+KERNEL_START = ("ipykernel.debugger", "IPython.core.debugger", "IPython.core.completerlib", "sqlite3")
 
 
 #: Set to ``0`` to fork kernels from a zygote that skipped :func:`warm_up` (to measure what it saves).
@@ -353,7 +357,8 @@ def serve(path: str, kind: str = "torch", warm_now: bool = False) -> None:
     import importlib
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    for name in PRELOAD[kind]:
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # as in a kernel: pydevd reads it at import
+    for name in PRELOAD[kind] + KERNEL_START:
         importlib.import_module(name)
     import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
 
