@@ -347,13 +347,13 @@ def test_a_rerun_skips_what_is_graded_and_regrades_what_changed(graded, monkeypa
     shutil.copy(root.parent / "inbox" / f"blank_{ASSIGNMENT}.ipynb", inbox / f"half_{ASSIGNMENT}.ipynb")
 
     ran: list[str] = []
-    real = executor_module.LocalExecutor._run
+    real = executor_module.RunnerProcess.run
 
     def spy(self, job_path, hard_limit):
         ran.append(json.loads(job_path.read_text())["notebook"])
         return real(self, job_path, hard_limit)
 
-    monkeypatch.setattr(executor_module.LocalExecutor, "_run", spy)
+    monkeypatch.setattr(executor_module.RunnerProcess, "run", spy)
     hashed: list[Path] = []
     real_hash = grade_module.sha256
     monkeypatch.setattr(grade_module, "sha256", lambda path: hashed.append(path) or real_hash(path))

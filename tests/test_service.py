@@ -300,11 +300,16 @@ def test_a_service_that_dies_mid_run_fails_that_notebook_and_the_rest_run_on_own
     assert f"runners: 1 of the resident service's (pid {proc.pid})" in err
     assert f"the resident service (pid {proc.pid}) went away" in err, err
     assert "Traceback" not in err
-    assert re.search(r"s1\s+7 / 7", out) and re.search(r"s2\s+7 / 7", out), out
     stated = (
         f"stopped early (01_tiny): the grader's runner failed (the resident runner service (pid {proc.pid})"
     )
-    assert re.search(r"s0\s+\d / 7 .*" + re.escape(stated), out), out  # its cells before the stop keep points
+    # The one running when the service died (which of the three starts first is the threads' race)
+    # keeps the points of its cells before the stop; the other two are graded in full.
+    failed = [s for s in ("s0", "s1", "s2") if re.search(rf"{s}\s+\d / 7 .*" + re.escape(stated), out)]
+    assert len(failed) == 1, out
+    assert all(re.search(rf"{s}\s+7 / 7\s+7 / 7\s*$", out, re.M) for s in {"s0", "s1", "s2"} - set(failed)), (
+        out
+    )
 
 
 def test_the_service_runs_only_a_grade_commands_own_job_files(

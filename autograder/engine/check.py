@@ -183,6 +183,10 @@ class InProcessExecutor:
                 self.progress.tick()
             done.wait(POLL_SECONDS)
 
+    def threads(self, workers: int) -> int:
+        """One thread per notebook running at once: the learner's one notebook."""
+        return workers
+
     def stop(self) -> None:
         """Nothing waits to start: one notebook runs at once."""
 

@@ -311,6 +311,10 @@ class DaskExecutor:
             )
         return workers
 
+    def threads(self, workers: int) -> int:
+        """One thread per notebook running at once: a thread waits on the cluster while its notebook runs."""
+        return workers
+
     def stop(self) -> None:
         """Start no notebook from now on: the ones waiting on the scheduler or in a worker's queue are not
         started (their :meth:`run` raises :class:`NotStarted`); the running ones finish."""

@@ -6,6 +6,7 @@ graded. :class:`LocalExecutor` runs each notebook on a long-lived runner process
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -93,22 +95,38 @@ class Executor(Protocol):
         """Let the runners finish (or kill them) and remove the scratch space."""
         ...
 
+    def threads(self, workers: int) -> int:
+        """How many of the grader's threads hand it notebooks to run ``workers`` of them at once."""
+        ...
+
 
 class LocalExecutor:
-    """Runs each notebook on a runner process of this machine: one long-lived runner per calling thread
-    (so the grader's threads run as many notebooks at once), job files in one scratch folder.
+    """Runs each notebook on a long-lived runner process of this machine, taken from its idle runners
+    for the notebook's run (at most as many as :meth:`threads` was told, else one per calling thread),
+    job files in one scratch folder.
 
     A Dask worker runs its notebooks with one as well (:mod:`autograder.engine.distributed`)."""
 
     def __init__(self, zygote: bool = True) -> None:
         self.zygote = zygote
         self.work = Path(tempfile.mkdtemp(prefix="grading-"))
-        self._local = threading.local()
         self._lock = threading.Lock()
         self._runners: list[RunnerProcess] = []
         self._idle: list[RunnerProcess] = []
         """Runners started ahead (:meth:`start_runners`) that no thread has taken yet."""
         self._font_caches: list[Path] | None = None
+        self._free = threading.Condition(self._lock)
+        """Notified when a runner is handed back, or the executor stops."""
+        self._most: int | None = None
+        """The most runners at once (:meth:`threads`); None: one for each thread that runs a notebook."""
+        self._stopped = False
+
+    def threads(self, workers: int) -> int:
+        """Twice as many threads as runners, and at most ``workers`` runners: a thread whose notebook has
+        run scores it (a tenth of a second to a third, on notebook 04) while the next thread's notebook,
+        prepared meanwhile, runs on the runner it handed back, rather than leave the runner idle."""
+        self._most = workers
+        return 2 * workers
 
     def start_runners(self, count: int, kinds: list[str]) -> None:
         """Start ``count`` runners now, each starting its zygotes of ``kinds`` at once, rather than on
@@ -134,9 +152,11 @@ class LocalExecutor:
         executed = self.work / f"{job_dir.name}.executed.ipynb"
         try:
             job, job_path = self._write_job(work, job_dir, executed)
-            spawned = time.time()
-            killed, last_line = self._run(job_path, work.limits.notebook_seconds + 120)
-            exited = time.time()
+            with self._runner() as runner:
+                spawned = time.time()
+                # at the hard limit the runner's whole tree is killed
+                killed, last_line = runner.run(job_path, work.limits.notebook_seconds + 120)
+                exited = time.time()
             events = read_events(Path(job.events))
             notebook = executed.read_bytes() if executed.exists() else None
         finally:
@@ -194,25 +214,34 @@ class LocalExecutor:
         for cache in self._font_caches:
             shutil.copyfile(cache, folder / cache.name)
 
-    def _run(self, job_path: Path, hard_limit: float) -> tuple[bool, str]:
-        """Run one job on this thread's runner; kill the runner's whole tree at the hard limit.
-
-        Returns whether it was killed, and the last line the runner logged while on this job.
-        """
-        runner = getattr(self._local, "runner", None)
-        if runner is None:
-            with self._lock:
-                runner = self._idle.pop(0) if self._idle else None
+    @contextlib.contextmanager
+    def _runner(self) -> Iterator[Any]:
+        """An idle runner (a new one while there are fewer than the most) for one job, handed back after
+        it; waits for one when none is idle, and raises :class:`NotStarted` when the executor stopped
+        before one was."""
+        with self._free:
+            while not self._idle and self._most is not None and len(self._runners) >= self._most:
+                if self._stopped:
+                    raise NotStarted()
+                self._free.wait()
+            if self._stopped:
+                raise NotStarted()
+            runner = self._idle.pop(0) if self._idle else None
             if runner is None:
-                log = self.work / f"runner-{threading.get_ident()}.log"
-                runner = RunnerProcess(log, zygote=self.zygote)
-                with self._lock:
-                    self._runners.append(runner)
-            self._local.runner = runner
-        return runner.run(job_path, hard_limit)
+                runner = RunnerProcess(self.work / f"runner-{len(self._runners)}.log", zygote=self.zygote)
+                self._runners.append(runner)
+        try:
+            yield runner
+        finally:
+            with self._free:
+                self._idle.append(runner)
+                self._free.notify()
 
     def stop(self) -> None:
-        """Nothing to do: each of the grader's threads runs its notebook at once, none waits."""
+        """Start no notebook from now on: a thread waiting for a runner raises :class:`NotStarted`."""
+        with self._free:
+            self._stopped = True
+            self._free.notify_all()
 
     def kill(self) -> None:
         """Kill every runner (and its kernel): the jobs they ran end as killed."""
