@@ -309,7 +309,7 @@ def scaling_table(scaling: list[tuple[int, float]], ncores: int, record) -> None
         record.line(f"| {workers} | {seconds:.1f} s | {one_worker / seconds:.2f}x |")
 
 
-PHASES = ("runner_start", "kernel_start", "cells", "shutdown")
+PHASES = ("queued", "runner_start", "kernel_start", "cells", "shutdown")
 
 
 def phase_medians(outcomes: list) -> dict[str, float]:

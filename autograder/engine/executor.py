@@ -152,6 +152,7 @@ class LocalExecutor:
         executed = self.work / f"{job_dir.name}.executed.ipynb"
         try:
             job, job_path = self._write_job(work, job_dir, executed)
+            asked = time.time()
             with self._runner() as runner:
                 spawned = time.time()
                 # at the hard limit the runner's whole tree is killed
@@ -165,7 +166,10 @@ class LocalExecutor:
                 leftover.unlink(missing_ok=True)
         reason = StopReason.KILLED if killed else StopReason.RUNNER_FAILED
         events.ended(Stop(reason, detail=last_line))
-        return Executed(events, notebook, timing_breakdown(events, spawned, exited))
+        timing = timing_breakdown(events, spawned, exited)
+        if timing:
+            timing["queued"] = round(spawned - asked, 3)
+        return Executed(events, notebook, timing)
 
     def _write_job(self, work: Work, job_dir: Path, executed: Path) -> tuple[Job, Path]:
         """Write the notebook to run beside its job folder, and the job (and jail) description; return
@@ -395,7 +399,8 @@ def timing_breakdown(events: EventLog, spawned: float, exited: float) -> dict[st
     ``cells``: executing the notebook's cells (its own code, imports included);
     ``shutdown``: from the last cell to the runner's answer (kernel shutdown, writing the notebook).
     Where the runner could read the kernel's CPU time, also ``cells_cpu``: the CPU seconds the kernel
-    spent on the cells (not a phase: part of ``cells``).
+    spent on the cells (not a phase: part of ``cells``). :class:`LocalExecutor` adds ``queued``: the
+    prepared notebook waiting for a runner, while the runners finished others.
     """
     start, kernel = events.stamp(StartEvent), events.stamp(KernelEvent)
     if start is None or kernel is None:
