@@ -12,7 +12,7 @@ from pathlib import Path
 
 import autograder
 from autograder.checks import core
-from autograder.engine import grade, jail
+from autograder.engine import jail, versions
 
 PACKAGE = Path(autograder.__file__).parent
 KERNEL_SIDE = PACKAGE / "checks"
@@ -89,8 +89,9 @@ def test_the_jail_mounts_exactly_the_kernel_side() -> None:
 
 
 def test_the_version_of_stored_results_hashes_the_folders_that_decide_a_score() -> None:
-    assert set(grade.GRADING_CODE) == {"autograder.checks", "autograder.grading", "backprop_utils"}
-    hashed = {f"{module}/{name}" for module in grade.GRADING_CODE for name, _ in grade._code_files(module)}
+    assert set(versions.GRADING_CODE) == {"autograder.checks", "autograder.grading", "backprop_utils"}
+    code = versions.GRADING_CODE
+    hashed = {f"{module}/{name}" for module in code for name, _ in versions._code_files(module)}
     for folder, module in ((KERNEL_SIDE, "autograder.checks"), (PACKAGE / "grading", "autograder.grading")):
         for path in folder.rglob("*.py"):
             assert f"{module}/{path.relative_to(folder)}" in hashed, path

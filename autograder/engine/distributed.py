@@ -39,7 +39,7 @@ from distributed import CancelledError, Client, KilledWorker, TimeoutError, Work
 
 from autograder.engine import jail
 from autograder.engine.executor import Executed, ExecutorLost, LocalExecutor, NotStarted, Work
-from autograder.engine.grade import code_version
+from autograder.engine.versions import code_version
 
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0
@@ -100,7 +100,7 @@ class RunnerPlugin(WorkerPlugin):
 
 
 def checks_version() -> str:
-    """A hash of the checks' code as installed here (:func:`~autograder.engine.grade.code_version`): a
+    """A hash of the checks' code as installed here (:func:`~autograder.engine.versions.code_version`): a
     worker grading with other checks than the grader would give other scores than the grader records
     and than a local run."""
     return code_version()

@@ -40,7 +40,7 @@ from autograder.engine.contract import CellEvent, EventLog, Limits, Stop
 from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, NotStarted, Work, kernel_kind
 from autograder.engine.intake import Submission, read_notebook
 from autograder.engine.outcome import CellResult, OldFormat, Outcome, result_store
-from autograder.engine.versions import GRADING_CODE, _code_files, code_version  # noqa: F401 - their old home
+from autograder.engine.versions import code_version
 from autograder.grading import seeds
 from autograder.grading.prepare import Prepared, prepare
 from autograder.grading.verdicts import clean_event, grade_notebook
