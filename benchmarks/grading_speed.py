@@ -345,7 +345,8 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     n, ncores, outcomes = len(runs.notebooks), cores(), runs.outcomes
     cpu = [o.timing.get("cells_cpu") for o in outcomes]
     floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
-    per_notebook = statistics.median(o.seconds for o in outcomes)
+    # a notebook's own time, without its wait for a runner while the runners ran others
+    per_notebook = statistics.median(o.seconds - o.timing.get("queued", 0.0) for o in outcomes)
     record.line(
         f"{n} submissions of {runs.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
         f"jailed: {outcomes[0].jailed}"
