@@ -113,7 +113,8 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._runners: list[RunnerProcess] = []
         self._idle: list[RunnerProcess] = []
-        """Runners started ahead (:meth:`start_runners`) that no thread has taken yet."""
+        """Runners free for the next notebook: started ahead (:meth:`start_runners`), a resident service's
+        (:meth:`use_runners`), or handed back after a notebook."""
         self._font_caches: list[Path] | None = None
         self._free = threading.Condition(self._lock)
         """Notified when a runner is handed back, or the executor stops."""

@@ -375,9 +375,9 @@ def _file_size(sub: Submission) -> int:
     """The size of a submission's file, what the grader orders its notebooks by, the largest first.
 
     The time a notebook takes grows with the work in it (a blank notebook 04 ran in about three
-    quarters of the time of a solved one): starting the longest first and ending on the shortest leaves the
-    fewest workers idle at the end of a run (longest processing time first). The size stands for it
-    without reading the file; only the order changes, never how a notebook is graded.
+    quarters of the time of a solved one): starting the longest first and ending on the shortest
+    leaves the fewest workers idle at the end of a run (longest processing time first). The size
+    stands for it without reading the file; only the order changes, never how a notebook is graded.
     """
     try:
         return sub.path.stat().st_size
