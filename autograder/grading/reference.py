@@ -6,11 +6,30 @@ learner's numpy results with PyTorch's own on exactly the same data.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+#: torch's default CPU generator is one per process, and the grader scores several notebooks at once,
+#: in threads: a reference that seeds it and then draws must have it to itself for the whole block, or
+#: another thread's seed or draws land in between and the reference is not what that seed gives (a
+#: correct answer then fails, with a wrong diagnosis).
+_GLOBAL_GENERATOR = threading.RLock()
+
+
+@contextlib.contextmanager
+def torch_seeded(seed: int) -> Iterator[None]:
+    """torch's global generator as ``torch.manual_seed(seed)`` leaves it, for this block and, meanwhile,
+    no other thread of the grader's; its state before is put back after (``torch.random.fork_rng``).
+    Every reference that draws from it (``nn.Linear``'s initialisation, ``torch.empty(...).uniform_``)
+    draws in such a block."""
+    with _GLOBAL_GENERATOR, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def _leaf(a: np.ndarray) -> torch.Tensor:

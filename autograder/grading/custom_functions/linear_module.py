@@ -21,16 +21,14 @@ from autograder.grading.toolkit import SQUEEZED_BIAS, ItemOf, judge
 
 
 def _nn_linear_params(data: dict[str, Any]) -> dict[str, np.ndarray]:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(data["torch_seed"])
+    with reference.torch_seeded(data["torch_seed"]):
         ref = nn.Linear(data["in"], data["out"], bias=data["bias"])
     return {n: p.detach().numpy().copy() for n, p in ref.named_parameters()}
 
 
 def _bias_first_params(data: dict[str, Any]) -> dict[str, np.ndarray]:
     """nn.Linear's initialisation with the two draws in the wrong order: a mistake feedback can name."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(data["torch_seed"])
+    with reference.torch_seeded(data["torch_seed"]):
         params = {}
         if data["bias"]:
             bound = 1 / math.sqrt(data["in"])

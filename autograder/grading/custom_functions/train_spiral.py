@@ -15,7 +15,7 @@ from autograder.checks.core import Evidence
 from autograder.checks.custom_functions.train_spiral import TRAIN_SPIRAL, SpiralRun, spiral_recipe
 from autograder.checks.report import Item, Report
 from autograder.checks.tolerances import FLOAT64
-from autograder.grading import grader
+from autograder.grading import grader, reference
 from autograder.grading.toolkit import ItemOf, describe, judge
 from autograder.grading.training import loop_difference
 from backprop_utils.data import make_spiral
@@ -29,8 +29,7 @@ def reference_train_spiral(seed: int, *, zero_grad: bool = True, lr: float | Non
     steps, hidden, lr = recipe["steps"], recipe["hidden"], recipe["lr"] if lr is None else lr
     X, y = make_spiral(seed=seed)
     Xt, yt = torch.tensor(X), torch.tensor(y)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with reference.torch_seeded(seed):
         model = nn.Sequential(nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, 3)).double()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
