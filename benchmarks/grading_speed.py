@@ -17,13 +17,16 @@ executor's, before) would not. What a first run pays is the command line's fixed
   submissions and divided by the machine's cores. The runner reads each kernel's CPU time from
   ``/proc`` around every cell (``cells_cpu`` in an outcome's timing), so it is the cells' own work
   as the engine's kernels did it, with no start-up, shutdown or waiting in it;
-* the fixed cost per run: a run of one notebook minus the per-notebook time (the median time of a
-  notebook in the full run): checking the gradebook and the course, starting runners and zygotes,
-  the gradebook step and the outputs; once in this process (whose libraries the runs before have
-  imported) and once as an instructor meets it, ``python -m autograder grade`` in a fresh process,
-  with where that one goes: its notebook's wait for a kernel and its cold cells beyond the
-  per-notebook medians, and the command's own time outside its notebook (imports, the gradebook's
-  check and intake before; the gradebook step, the outputs and the exit after);
+* the fixed cost per run: a run of one notebook (the first submission, a solved one) minus the same
+  notebook's own time graded alone on warm runners (the resident runners below, from this warm
+  process; not the median notebook, often a blank one that stops early, nor the notebook's time in a
+  full run, beside its runner's warm-up or sharing the cores): checking the gradebook and the
+  course, starting runners and zygotes, the gradebook step and the outputs; once in this process
+  (whose libraries the runs before have imported) and once as an instructor meets it, ``python -m
+  autograder grade`` in a fresh process, with where that one goes: its notebook's wait for a kernel,
+  its cold cells and its scoring beyond the same notebook's alone on warm runners, and the command's
+  own time outside its notebook (imports, the gradebook's check and intake before; the gradebook
+  step, the outputs and the exit after);
 * the engine with resident runners: ``python -m autograder serve`` (``--workers`` runners, the
   assignment's kinds of zygote) started and warmed before the row, its runners leased as the grade
   command leases them; and the command line's fixed cost again, with that service running, and where
@@ -225,6 +228,11 @@ class Runs:
     served_seconds: float = 0.0
     served: list = field(default_factory=list)
     """The command line's run of one notebook with a resident service, and its outcome."""
+    on_service: list = field(default_factory=list)
+    """The outcomes of the full run on the resident service."""
+    alone: list = field(default_factory=list)
+    """The first notebook's outcome when graded alone on the warm service, in this warm process: the
+    per-notebook time a class of one is measured against."""
     scaling: list[tuple[int, float]] = field(default_factory=list)
 
 
@@ -254,11 +262,12 @@ def measure(args: argparse.Namespace, work: Path, assignment: str) -> Runs:
     runs.one_seconds, runs.one = run_engine(_course(work, "one"), assignment, first, args.workers)
     runs.command_seconds, runs.command = run_command_line(_course(work, "command"), assignment, first)
     with resident_service(work, args.workers, course_kinds(engine_root, assignment)) as service:
-        seconds, on_service = run_engine(
+        seconds, runs.on_service = run_engine(
             _course(work, "served"), assignment, notebooks, args.workers, service=service
         )
         label = "the engine with resident runners (`autograder serve` started and warmed before the row)"
-        runs.rows.append((label, seconds, {o.student: o.score for o in on_service}))
+        runs.rows.append((label, seconds, {o.student: o.score for o in runs.on_service}))
+        _, runs.alone = run_engine(_course(work, "alone"), assignment, first, args.workers, service=service)
         runs.served_seconds, runs.served = run_command_line(
             _course(work, "command-served"), assignment, first, service
         )
@@ -288,7 +297,12 @@ def mismatches(runs: Runs) -> dict[str, dict]:
         for label, _, scores in runs.rows[1:]
     }
     found = {label: diff for label, diff in found.items() if diff}
-    ones = (("one-notebook run", runs.one), ("command line", runs.command), ("with the service", runs.served))
+    ones = (
+        ("one-notebook run", runs.one),
+        ("command line", runs.command),
+        ("alone on warm runners", runs.alone),
+        ("with the service", runs.served),
+    )
     for label, one in ones:
         if len(one) != 1 or one[0].score != reference[one[0].student]:
             found[label] = {o.student: o.score for o in one}
@@ -322,20 +336,27 @@ def phase_medians(outcomes: list) -> dict[str, float]:
     return medians
 
 
-def fixed_cost_parts(one, command_seconds: float, medians: dict[str, float]) -> str:  # noqa: ANN001
-    """The command line's one notebook (``one``, its outcome) against the per-notebook medians: how much
-    longer it waited to start and its kernel, how much longer its cells ran (cold), and the command's
-    time outside it."""
-    waited = sum(one.timing.get(p, 0.0) - medians[p] for p in ("runner_start", "kernel_start"))
-    colder = one.timing.get("cells", 0.0) - medians["cells"]
-    rest = one.seconds - sum(one.timing.get(p, 0.0) for p in PHASES) - medians["prepare_and_grade"]
+def own_seconds(outcome) -> float:  # noqa: ANN001
+    """A notebook's own time in a run: its outcome's seconds without its wait for a runner."""
+    return outcome.seconds - outcome.timing.get("queued", 0.0)
+
+
+def fixed_cost_parts(one, command_seconds: float, same) -> str:  # noqa: ANN001
+    """The command line's one notebook (``one``, its outcome) against the same notebook graded alone on
+    warm runners (``same``): how much longer it waited to start and its kernel, how much longer its
+    cells ran (cold), how much longer the grader took to prepare and score it, and the command's time
+    outside it."""
+    waited = sum(one.timing.get(p, 0.0) - same.timing.get(p, 0.0) for p in ("runner_start", "kernel_start"))
+    colder = one.timing.get("cells", 0.0) - same.timing.get("cells", 0.0)
+    grader = [o.seconds - sum(o.timing.get(p, 0.0) for p in PHASES) for o in (one, same)]
+    scored = grader[0] - grader[1]
     outside = command_seconds - one.seconds
     return (
         f"its notebook waited {waited:.2f} s more for its runner and kernel (a zygote's imports), its cells "
         f"ran {colder:.2f} s longer (a kernel not yet warmed, beside the grader's warm-up), preparing and "
-        f"scoring it {rest:.2f} s longer, and {outside:.2f} s were the command's own, outside its notebook "
-        "(the interpreter, imports, the gradebook's check and intake before; the gradebook step, the "
-        "outputs and the exit after)"
+        f"scoring it {scored:.2f} s longer, and {outside:.2f} s were the command's own, outside its "
+        "notebook (the interpreter, imports, the gradebook's check and intake before; the gradebook "
+        "step, the outputs and the exit after)"
     )
 
 
@@ -345,8 +366,6 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     n, ncores, outcomes = len(runs.notebooks), cores(), runs.outcomes
     cpu = [o.timing.get("cells_cpu") for o in outcomes]
     floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
-    # a notebook's own time, without its wait for a runner while the runners ran others
-    per_notebook = statistics.median(o.seconds - o.timing.get("queued", 0.0) for o in outcomes)
     record.line(
         f"{n} submissions of {runs.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
         f"jailed: {outcomes[0].jailed}"
@@ -371,12 +390,20 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     record.line()
     if floor is None:
         record.line("- physical floor: unknown (the runner could not read the kernels' CPU time)")
+    # What a class of one is measured against: the same notebook's own time graded alone on warm
+    # runners, in this warm process. Not the median notebook (often a blank one that stops early), nor
+    # the notebook's time in a full run (beside its runner's warm-up, or sharing the cores).
+    first = next(iter(runs.notebooks))
+    alone = runs.alone[0]
+    own = own_seconds(alone)
+    median = statistics.median(own_seconds(o) for o in outcomes)
     record.line(
-        f"- fixed cost per run: {runs.one_seconds - per_notebook:.2f} s (a run of 1 notebook "
-        f"{runs.one_seconds:.2f} s, minus the per-notebook time {per_notebook:.2f} s)"
+        f"- fixed cost per run: {runs.one_seconds - own:.2f} s (a run of 1 notebook, {first}, "
+        f"{runs.one_seconds:.2f} s, minus that notebook's own time graded alone on warm runners {own:.2f} s; "
+        f"the median notebook's in the full run: {median:.2f} s)"
     )
     record.line(
-        f"- fixed cost per run from the command line: {runs.command_seconds - per_notebook:.2f} s "
+        f"- fixed cost per run from the command line: {runs.command_seconds - own:.2f} s "
         f"(`python -m autograder grade --own-runners` of 1 notebook in a fresh process "
         f"{runs.command_seconds:.2f} s)"
     )
@@ -385,14 +412,14 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
         "- the engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
     )
     if runs.command:
-        parts = fixed_cost_parts(runs.command[0], runs.command_seconds, medians)
+        parts = fixed_cost_parts(runs.command[0], runs.command_seconds, alone)
         record.line("- where the command line's fixed cost goes (its own runners): " + parts)
     if runs.served:
         record.line(
             f"- fixed cost per run from the command line with resident runners: "
-            f"{runs.served_seconds - per_notebook:.2f} s (the same command, `autograder serve` running: "
+            f"{runs.served_seconds - own:.2f} s (the same command, `autograder serve` running: "
             f"{runs.served_seconds:.2f} s); where it goes: "
-            + fixed_cost_parts(runs.served[0], runs.served_seconds, medians)
+            + fixed_cost_parts(runs.served[0], runs.served_seconds, alone)
         )
     differ = mismatches(runs)
     record.line("- scores: " + ("identical in every row" if not differ else f"DIFFER: {differ}"))
