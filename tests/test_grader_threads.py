@@ -9,11 +9,13 @@ draws", about once in four runs of ten notebooks on two workers.
 from __future__ import annotations
 
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+from autograder.checks.compare import compare
 from autograder.grading.custom_functions import linear_module, train_spiral
 
 
@@ -58,3 +60,15 @@ def test_seeded_references_are_the_same_whatever_the_other_threads_draw(switchin
     assert not wrong, f"references that changed when computed beside other threads: {wrong}"
     # and the generator of the thread that asked is as it was before (each block puts it back)
     assert _same(linear_module._nn_linear_params(cases[0][1]), alone[0])
+
+
+def test_comparing_in_threads_leaves_the_warning_filters_as_they_were(switching_often) -> None:
+    """``compare`` silences warnings while it works (Python 3.11's filters are one list per process):
+    threads comparing at once once left "ignore" first in that list for good, and the grader's process
+    silenced every warning after (found by an audit of the scoring threads, on 3 runs of 3)."""
+    before = list(warnings.filters)
+    ref = np.arange(6.0).reshape(2, 3)
+    with ThreadPoolExecutor(8) as pool:
+        oks = list(pool.map(lambda i: compare("x", ref * (1 + i % 2), ref).ok, range(2000)))
+    assert oks == [i % 2 == 0 for i in range(2000)]
+    assert warnings.filters == before

@@ -19,6 +19,7 @@ The recognisers of likely mistakes are in :mod:`autograder.checks.mistakes`.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -166,10 +167,16 @@ def compare(
     expected_arr = as_array(expected)
     if expected_arr is None:
         raise TypeError(f"reference for {name!r} is not array-like: {type(expected).__name__}")
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        # Extreme learner values (1e300, inf) overflow intermediate products; that must not print.
+    # Extreme learner values (1e300, inf) overflow intermediate products; that must not print. The
+    # warnings' filters are one list per process (Python 3.11): threads scoring at once take turns, or
+    # one's exit would put back a list saved inside another's, leaving "ignore" first for good.
+    with _WARNINGS, np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return _compare(name, actual, expected_arr, tol, dtype, mistakes or {}, batch_size)
+
+
+#: Held while :func:`compare` has the process's warning filters set to "ignore".
+_WARNINGS = threading.RLock()
 
 
 def _compare(
