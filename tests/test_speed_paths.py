@@ -119,6 +119,33 @@ def test_the_graders_warm_up_imports_what_their_first_calls_would() -> None:
         assert ran.stdout.strip() == expected, (function, ran.stderr[-2000:])
 
 
+def test_a_run_warms_the_optimizer_only_for_the_checks_that_build_one() -> None:
+    """The first optimizer imports TorchDynamo (about 0.5 s of CPU on the command's critical path): a run
+    of notebook 01's checks is warmed without it, one with notebook 04's train_spiral with it."""
+    code = (
+        "import sys; from autograder.grading import warm_up; warm_up({!r}); "
+        "print('torch._dynamo' in sys.modules, 'sympy' in sys.modules)"
+    )
+    for checks, expected in ((["linear_layer", "fit_cubic"], "False True"), (["train_spiral"], "True True")):
+        ran = subprocess.run([sys.executable, "-c", code.format(checks)], capture_output=True, text=True)
+        assert ran.stdout.strip() == expected, (checks, ran.stderr[-2000:])
+
+
+def test_every_grader_that_builds_an_optimizer_is_warmed_for_it() -> None:
+    """:data:`~autograder.grading.OPTIMIZER_CHECKS` names exactly the checks whose grading module uses
+    ``torch.optim``: a new one left out would pay the import while its first notebook waits."""
+    import inspect
+
+    from autograder.grading import OPTIMIZER_CHECKS, load
+
+    users = {
+        name
+        for name, function in load().items()
+        if "torch.optim" in inspect.getsource(inspect.getmodule(function))
+    }
+    assert users == OPTIMIZER_CHECKS
+
+
 @pytest.fixture
 def sources(tmp_path: Path) -> Path:
     folder = tmp_path / "solutions"

@@ -161,9 +161,10 @@ class InProcessExecutor:
         """Pass each new event to the progress; first load the graders, while the kernel starts."""
         if self.progress is None:
             return
-        from autograder.grading import warm_up
+        from autograder.grading import checks_called, warm_up
 
-        warm_up()  # while the kernel starts: the first test cell's result then shows at once
+        # while the kernel starts: the first test cell's result then shows at once
+        warm_up(checks_called(self.progress.graded.values()))
 
         offset, partial = 0, b""
         while True:

@@ -41,8 +41,8 @@ from autograder.engine.executor import Executor, ExecutorLost, LocalExecutor, No
 from autograder.engine.intake import Submission, read_notebook
 from autograder.engine.outcome import CellResult, OldFormat, Outcome, result_store
 from autograder.engine.versions import code_version
-from autograder.grading import seeds
-from autograder.grading.prepare import Prepared, prepare
+from autograder.grading import checks_called, seeds
+from autograder.grading.prepare import Prepared, grade_cells, prepare
 from autograder.grading.verdicts import clean_event, grade_notebook
 
 
@@ -159,6 +159,15 @@ class Grader:
             release = nbformat.read(self.root / "release" / a.name / a.notebook, as_version=4)
             self._sources[assignment] = (source, release, course_version(text))
         return self._sources[assignment]
+
+    def _checks(self, submissions: list[Submission]) -> set[str] | None:
+        """The names of the checks the assignments of ``submissions`` call; None when a source notebook
+        cannot be read (grading each submission meets that again and says so)."""
+        try:
+            sources = [self._course(a)[0] for a in {sub.assignment for sub in submissions}]
+        except Exception:  # noqa: BLE001 - the warm-up then covers every check
+            return None
+        return checks_called(cell for source in sources for cell in grade_cells(source))
 
     def grade_one(self, sub: Submission) -> Outcome | None:
         """Run and grade one submission; never raises: a failure becomes an outcome with its reason.
@@ -337,7 +346,7 @@ class Grader:
             # The graders' first calls import more of PyTorch (seconds): done while the first kernels run.
             self.warmed.clear()
             threading.Thread(
-                target=_warm_graders, args=(self.warmed,), name="warm-graders", daemon=True
+                target=_warm_graders, args=(self.warmed, self._checks(todo)), name="warm-graders", daemon=True
             ).start()
         pool = ThreadPoolExecutor(max_workers=self.executor.threads(self.workers))
         futures = [pool.submit(self.grade_one, sub) for sub in sorted(todo, key=_file_size, reverse=True)]
@@ -389,15 +398,15 @@ def _file_size(sub: Submission) -> int:
 WARM_UP_SECONDS = 60.0
 
 
-def _warm_graders(done: threading.Event) -> None:
-    """In a thread of its own, while the first kernels run: :func:`autograder.grading.warm_up`, and the
-    import of nbgrader's API, which the gradebook step needs after grading (about 1.5 s: nbgrader imports
-    its server extensions); ``done`` is set at the end, however it ends. A failure here is the grading's
-    or the gradebook step's to report."""
+def _warm_graders(done: threading.Event, checks: set[str] | None) -> None:
+    """In a thread of its own, while the first kernels run: :func:`autograder.grading.warm_up` for the
+    run's ``checks``, and the import of nbgrader's API, which the gradebook step needs after grading
+    (about 1.5 s: nbgrader imports its server extensions); ``done`` is set at the end, however it ends.
+    A failure here is the grading's or the gradebook step's to report."""
     try:
         from autograder.grading import warm_up
 
-        warm_up()
+        warm_up(checks)
         import nbgrader.api  # noqa: F401
     except Exception:  # noqa: BLE001, S110 - grading or the gradebook step meets it again and says so
         pass

@@ -10,11 +10,15 @@ graded kernel does not contain this package, so nothing here can be run to forge
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from autograder.checks.core import MODULES as COLLECT_MODULES
 from autograder.checks.core import Check, Evidence, all_checks
 from autograder.checks.report import Report
+
+if TYPE_CHECKING:
+    from autograder.grading.prepare import GradeCell
 
 #: A check's trusted half: evidence in, report out (not the engine's worker pool, `engine.grade.Grader`).
 GradeFunction = Callable[[Evidence], Report]
@@ -59,17 +63,30 @@ def load() -> dict[str, GradeFunction]:
 _LOADED: list[bool] = []
 
 
-def warm_up() -> None:
+#: The checks whose graders build a torch optimizer (the course's own training run): the first optimizer
+#: a process builds imports TorchDynamo, about 0.5 s of CPU, which :func:`warm_up` pays for only when a
+#: run grades one of these (``tests/test_grader_threads.py`` finds every grader that uses one).
+OPTIMIZER_CHECKS = frozenset({"train_spiral"})
+
+
+def warm_up(checks: Iterable[str] | None = None) -> None:
     """Load every grader and run, once, on fixed inputs, the library paths whose first call imports more of
     PyTorch: the first ``autograd.grad`` given a gradient imports its symbolic-shape module (and sympy), the
-    first optimizer its compiler package, about 1.5 s together. The engine calls it beside the first
-    kernels of a run, so that grading the first notebook does not wait for those imports."""
+    first optimizer its compiler package (only when ``checks``, the names of the checks a run grades,
+    include one of :data:`OPTIMIZER_CHECKS`; None: every check), about 1.5 s together. The engine calls it
+    beside the first kernels of a run, so that grading the first notebook does not wait for those imports."""
     load()
     import torch
 
     x = torch.ones(2, dtype=torch.float64, requires_grad=True)
     torch.autograd.grad(x * 2.0, x, torch.ones_like(x))
-    torch.optim.SGD([x], lr=0.1)
+    if checks is None or OPTIMIZER_CHECKS.intersection(checks):
+        torch.optim.SGD([x], lr=0.1)
+
+
+def checks_called(cells: Iterable[GradeCell]) -> set[str]:
+    """The names of the checks that graded cells call (``check_NAME(...)``)."""
+    return {call.function.removeprefix("check_") for cell in cells for call in cell.calls}
 
 
 def grade(check: Check | str, evidence: Evidence) -> Report:
@@ -81,4 +98,4 @@ def grade(check: Check | str, evidence: Evidence) -> Report:
     return graders[name](evidence)
 
 
-__all__ = ["GRADERS", "grade", "grader", "load", "report_for", "warm_up"]
+__all__ = ["GRADERS", "OPTIMIZER_CHECKS", "checks_called", "grade", "grader", "load", "report_for", "warm_up"]
