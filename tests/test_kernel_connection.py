@@ -7,7 +7,7 @@ from pathlib import Path
 
 import zmq
 
-from autograder.engine.kernel import RECONNECT_MS, JailedKernelManager, QuickReadyClient, bound_messages
+from autograder.engine.kernel import RECONNECT_MS, JailedKernelManager, QuickReadyClient, connection_options
 
 
 def test_every_socket_of_the_connection_is_bounded_and_reconnects_quickly(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_every_socket_of_the_connection_is_bounded_and_reconnects_quickly(tmp_pa
     100 ms between tries to connect)."""
     km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
     km.client_factory = QuickReadyClient
-    bound_messages(km, 12345)
+    connection_options(km, 12345)
     km.write_connection_file()
     client = km.client()
     try:
@@ -35,7 +35,7 @@ PROBE = """
 import json, resource, sys
 from autograder.engine.light import nbformat
 nbformat = nbformat()
-from autograder.engine.kernel import JailedKernelManager, LimitedClient, QuickReadyClient, bound_messages
+from autograder.engine.kernel import JailedKernelManager, LimitedClient, QuickReadyClient, connection_options
 
 folder = sys.argv[1]
 cell = nbformat.v4.new_code_cell(
@@ -45,7 +45,7 @@ cell = nbformat.v4.new_code_cell(
 nb = nbformat.v4.new_notebook(cells=[cell])
 km = JailedKernelManager(kernel_name="python3", transport="ipc", ip=folder + "/kernel")
 km.client_factory = QuickReadyClient
-bound_messages(km, 1 << 20)
+connection_options(km, 1 << 20)
 client = LimitedClient(nb, km=km, timeout=60, allow_errors=True, kernel_name="python3", iopub_timeout=2)
 client.output_budget = 1 << 20
 with client.setup_kernel(cwd=folder):

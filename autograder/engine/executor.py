@@ -225,9 +225,7 @@ class LocalExecutor:
         it; waits for one when none is idle, and raises :class:`NotStarted` when the executor stopped
         before one was."""
         with self._free:
-            while not self._idle and self._most is not None and len(self._runners) >= self._most:
-                if self._stopped:
-                    raise NotStarted()
+            while not self._stopped and not self._idle and self._full():
                 self._free.wait()
             if self._stopped:
                 raise NotStarted()
@@ -241,6 +239,10 @@ class LocalExecutor:
             with self._free:
                 self._idle.append(runner)
                 self._free.notify()
+
+    def _full(self) -> bool:
+        """Whether the executor has as many runners as it may have (under :attr:`_free`)."""
+        return self._most is not None and len(self._runners) >= self._most
 
     def stop(self) -> None:
         """Start no notebook from now on: a thread waiting for a runner raises :class:`NotStarted`."""

@@ -89,7 +89,7 @@ class JailedKernelManager(AsyncKernelManager):
     relay: Relay | None = None
     socket_options: dict[int, int] = {}
     """ZeroMQ options of every socket of the kernel's connection, the manager's own and its clients'
-    (:func:`bound_messages`)."""
+    (:func:`connection_options`)."""
 
     def client(self, **kwargs: Any) -> Any:
         """A client of the kernel, through a :class:`Relay` when ``relay_base`` is set: ZeroMQ would
@@ -158,7 +158,7 @@ class LimitedClient(NotebookClient):
     Outputs, comm and widget messages, status and everything else count alike; past the budget the
     client keeps nothing more and kills the kernel. No single message can cost the runner more than
     the budget in memory either: the sockets refuse larger ones before they are read
-    (:func:`bound_messages`), and the client notices (:meth:`refused_oversized`).
+    (:func:`connection_options`), and the client notices (:meth:`refused_oversized`).
     """
 
     output_budget: int = 1 << 20
@@ -239,10 +239,10 @@ class LimitedClient(NotebookClient):
         self._monitor.connect(address)
 
 
-def bound_messages(km: JailedKernelManager, limit: int) -> None:
-    """Make every socket of the kernel's connection refuse a message part larger than ``limit`` bytes,
-    before any of it is read into memory (ZeroMQ drops the sending peer instead), and try again every
-    :data:`RECONNECT_MS` to reach a kernel that is not listening yet.
+def connection_options(km: JailedKernelManager, limit: int) -> None:
+    """Set the options of every socket of the kernel's connection: refuse a message part larger than
+    ``limit`` bytes before any of it is read into memory (ZeroMQ drops the sending peer instead), and
+    try again every :data:`RECONNECT_MS` to reach a kernel that is not listening yet.
 
     The client connects as soon as the kernel's process is started, before the kernel has bound its
     sockets, so its first try always fails: at ZeroMQ's default interval (100 ms) every notebook waited

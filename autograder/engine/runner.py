@@ -125,7 +125,7 @@ from autograder.engine.kernel import (  # noqa: E402
     JailedKernelManager,
     LimitedClient,
     QuickReadyClient,
-    bound_messages,
+    connection_options,
     kernel_process,
     relay_limits,
 )
@@ -324,7 +324,7 @@ def _kernel_manager(job: Job) -> JailedKernelManager:
     if job.jail_spec:  # the kernel is the learner's: its messages come through a relay that bounds them
         km.relay_base = os.path.join(os.path.dirname(workdir), os.path.basename(workdir) + ".relay")
         km.relay_limits = relay_limits(int(job.output_bytes))
-    bound_messages(km, int(job.output_bytes) + MESSAGE_OVERHEAD)
+    connection_options(km, int(job.output_bytes) + MESSAGE_OVERHEAD)
     return km
 
 
