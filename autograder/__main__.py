@@ -50,14 +50,16 @@ def _runners_ahead(args: argparse.Namespace):  # noqa: ANN202 - a LocalExecutor,
     notebooks given, up to the workers; None with a scheduler (the notebooks run on its cluster)."""
     if args.scheduler:
         return None
-    from autograder.engine.executor import LocalExecutor, course_kinds
+    from autograder.engine.executor import LocalExecutor, course_kinds, warm_first
 
     ahead = LocalExecutor()
     try:
-        count = min(args.workers or os.cpu_count() or 1, max(1, _notebook_files(args.submissions)))
+        files = _notebook_files(args.submissions)
+        count = min(args.workers or os.cpu_count() or 1, max(1, files))
         leased = _resident_runners(args, ahead, count)
         if count > leased:
-            ahead.start_runners(count - leased, course_kinds(args.course, args.assignment))
+            kinds = course_kinds(args.course, args.assignment)
+            ahead.start_runners(count - leased, kinds, warm_first(files, count))
     except Exception:  # noqa: BLE001 - only a head start: the grader starts its runners itself
         ahead.close()
         return None

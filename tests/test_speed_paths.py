@@ -241,3 +241,33 @@ def test_runners_started_ahead_start_their_zygotes_before_any_notebook() -> None
     finally:
         executor.close()
     assert runner.poll() is not None
+
+
+def test_a_class_warms_its_zygotes_up_first_and_a_class_of_one_behind(monkeypatch) -> None:
+    """``executor.warm_first``: a zygote warms up behind its first kernel only where a core is left for
+    it (fewer runners than cores, one notebook each); otherwise first, and a runner started so (the
+    grade command's, ahead) starts its zygote with the warm-up before it says it is ready."""
+    import time
+
+    from autograder.engine import executor as executor_module
+    from autograder.engine.executor import LocalExecutor, warm_first
+
+    monkeypatch.setattr(executor_module, "_cores", lambda: 2)
+    assert not warm_first(1, 1)
+    assert warm_first(2, 2) and warm_first(2, 1) and warm_first(10, 2)
+    monkeypatch.setattr(executor_module, "_cores", lambda: 1)
+    assert warm_first(1, 1)
+
+    executor = LocalExecutor()
+    try:
+        executor.start_runners(1, ["numpy"], warm=True)
+        runner = executor._idle[0].proc
+        deadline = time.monotonic() + 60
+        zygotes: list[tuple[int, str]] = []
+        while not zygotes and time.monotonic() < deadline:
+            time.sleep(0.1)
+            zygotes = [c for c in _children(runner.pid) if "autograder.engine.zygote serve" in c[1]]
+        assert [cmd.split()[-2:] for _, cmd in zygotes] == [["numpy", "warm"]], _children(runner.pid)
+        assert runner.stdout.readline().strip() == "ready"  # once the zygote has warmed up
+    finally:
+        executor.close()

@@ -184,7 +184,7 @@ class InProcessExecutor:
                 self.progress.tick()
             done.wait(POLL_SECONDS)
 
-    def threads(self, workers: int) -> int:
+    def threads(self, workers: int, notebooks: int) -> int:
         """One thread per notebook running at once: the learner's one notebook."""
         return workers
 

@@ -311,7 +311,7 @@ class DaskExecutor:
             )
         return workers
 
-    def threads(self, workers: int) -> int:
+    def threads(self, workers: int, notebooks: int) -> int:
         """One thread per notebook running at once: a thread waits on the cluster while its notebook runs."""
         return workers
 

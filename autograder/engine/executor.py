@@ -95,9 +95,31 @@ class Executor(Protocol):
         """Let the runners finish (or kill them) and remove the scratch space."""
         ...
 
-    def threads(self, workers: int) -> int:
-        """How many of the grader's threads hand it notebooks to run ``workers`` of them at once."""
+    def threads(self, workers: int, notebooks: int) -> int:
+        """How many of the grader's threads hand it ``notebooks`` to run ``workers`` of them at once."""
         ...
+
+
+def warm_first(notebooks: int, runners: int) -> bool:
+    """Whether runners started for a run of ``notebooks`` on ``runners`` warm their zygotes up before
+    their first kernel rather than behind it (:func:`autograder.engine.zygote.serve`).
+
+    Behind, the first kernel starts at once but runs cold: it pays its libraries' first calls itself,
+    while the warm-up pays them again beside it at the lowest priority, and a runner's next kernel
+    waits for the warm-up to end. That wins only where a core is left for the warm-up: fewer runners
+    than cores, one notebook each (a class of one: notebook 06 took 10.1-10.5 s behind, 10.8-11.2 s
+    first). Wherever the cores are all busy, first wins: ten notebooks 06 on 2 runners and 2 cores
+    took 23.3-24.7 s behind, 20.3 s first; ten notebooks 04, 10.7 s and 9.0-9.4 s (2026-12-02, this
+    course's 2-core machine, ``benchmarks/grading_speed.py``'s submissions).
+    """
+    return notebooks > runners or runners >= _cores()
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class LocalExecutor:
@@ -120,21 +142,26 @@ class LocalExecutor:
         """Notified when a runner is handed back, or the executor stops."""
         self._most: int | None = None
         """The most runners at once (:meth:`threads`); None: one for each thread that runs a notebook."""
+        self._warm_first = False
+        """Whether a runner it starts for a notebook warms its zygote up first (:meth:`threads`)."""
         self._stopped = False
 
-    def threads(self, workers: int) -> int:
+    def threads(self, workers: int, notebooks: int) -> int:
         """Twice as many threads as runners, and at most ``workers`` runners: a thread whose notebook has
         run scores it (a tenth of a second to a third, on notebook 04) while the next thread's notebook,
-        prepared meanwhile, runs on the runner it handed back, rather than leave the runner idle."""
+        prepared meanwhile, runs on the runner it handed back, rather than leave the runner idle. The
+        runners it starts for ``notebooks`` warm their zygotes up first when :func:`warm_first` says so."""
         self._most = workers
+        self._warm_first = warm_first(notebooks, min(workers, notebooks))
         return 2 * workers
 
-    def start_runners(self, count: int, kinds: list[str]) -> None:
+    def start_runners(self, count: int, kinds: list[str], warm: bool = False) -> None:
         """Start ``count`` runners now, each starting its zygotes of ``kinds`` at once, rather than on
         the first notebook: the grading command calls it first, so that their imports (seconds, what
-        the first notebook waits for) overlap its own work. Each of the grader's threads takes one."""
+        the first notebook waits for) overlap its own work. Each of the grader's threads takes one.
+        With ``warm`` (:func:`warm_first`), the zygotes warm up before the runners take a notebook."""
         for i in range(count):
-            runner = RunnerProcess(self.work / f"runner-ahead-{i}.log", self.zygote, kinds)
+            runner = RunnerProcess(self.work / f"runner-ahead-{i}.log", self.zygote, kinds, warm)
             runner.proc = runner._start()
             with self._lock:
                 self._runners.append(runner)
@@ -154,7 +181,7 @@ class LocalExecutor:
         try:
             job, job_path = self._write_job(work, job_dir, executed)
             asked = time.time()
-            with self._runner() as runner:
+            with self._runner(work.kernel) as runner:
                 spawned = time.time()
                 # at the hard limit the runner's whole tree is killed
                 killed, last_line = runner.run(job_path, work.limits.notebook_seconds + 120)
@@ -220,10 +247,10 @@ class LocalExecutor:
             shutil.copyfile(cache, folder / cache.name)
 
     @contextlib.contextmanager
-    def _runner(self) -> Iterator[Any]:
-        """An idle runner (a new one while there are fewer than the most) for one job, handed back after
-        it; waits for one when none is idle, and raises :class:`NotStarted` when the executor stopped
-        before one was."""
+    def _runner(self, kind: str) -> Iterator[Any]:
+        """An idle runner (a new one while there are fewer than the most, for a job of ``kind``) for one
+        job, handed back after it; waits for one when none is idle, and raises :class:`NotStarted` when
+        the executor stopped before one was."""
         with self._free:
             while not self._stopped and not self._idle and self._full():
                 self._free.wait()
@@ -231,7 +258,12 @@ class LocalExecutor:
                 raise NotStarted()
             runner = self._idle.pop(0) if self._idle else None
             if runner is None:
-                runner = RunnerProcess(self.work / f"runner-{len(self._runners)}.log", zygote=self.zygote)
+                log = self.work / f"runner-{len(self._runners)}.log"
+                if self._warm_first:  # its zygote starts at once and warms up before the job
+                    runner = RunnerProcess(log, self.zygote, [kind], warm=True)
+                    runner.proc = runner._start()  # (a runner :meth:`RunnerProcess.run` starts has no kinds)
+                else:  # its zygote starts with the job, and warms up behind its first kernel
+                    runner = RunnerProcess(log, self.zygote)
                 self._runners.append(runner)
         try:
             yield runner

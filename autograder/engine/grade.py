@@ -348,7 +348,7 @@ class Grader:
             threading.Thread(
                 target=_warm_graders, args=(self.warmed, self._checks(todo)), name="warm-graders", daemon=True
             ).start()
-        pool = ThreadPoolExecutor(max_workers=self.executor.threads(self.workers))
+        pool = ThreadPoolExecutor(max_workers=self.executor.threads(self.workers, len(todo)))
         futures = [pool.submit(self.grade_one, sub) for sub in sorted(todo, key=_file_size, reverse=True)]
         try:
             for future in as_completed(futures):
