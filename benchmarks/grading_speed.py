@@ -16,7 +16,9 @@ executor's, before) would not. What a first run pays is the command line's fixed
 * the physical floor: the CPU time of the notebooks' own cells, tests included, summed over the
   submissions and divided by the machine's cores. The runner reads each kernel's CPU time from
   ``/proc`` around every cell (``cells_cpu`` in an outcome's timing), so it is the cells' own work
-  as the engine's kernels did it, with no start-up, shutdown or waiting in it;
+  as the engine's kernels did it, with no start-up, shutdown or waiting in it; it is taken from the
+  row on warm runners (below), since on the engine's own runners each runner's first kernels run
+  cold and their libraries' first calls would raise the floor itself (both sums are printed);
 * the fixed cost per run: a run of one notebook (the first submission, a solved one) minus the same
   notebook's own time graded alone on warm runners (the resident runners below, from this warm
   process; not the median notebook, often a blank one that stops early, nor the notebook's time in a
@@ -336,6 +338,12 @@ def phase_medians(outcomes: list) -> dict[str, float]:
     return medians
 
 
+def cells_cpu(outcomes: list) -> float | None:
+    """The CPU time of every notebook's cells, summed; None when the runner could not read one."""
+    cpu = [o.timing.get("cells_cpu") for o in outcomes]
+    return None if not cpu or None in cpu else sum(cpu)
+
+
 def own_seconds(outcome) -> float:  # noqa: ANN001
     """A notebook's own time in a run: its outcome's seconds without its wait for a runner."""
     return outcome.seconds - outcome.timing.get("queued", 0.0)
@@ -364,8 +372,10 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     """Print and keep the comparison table, the fixed cost, the scaling table and where a notebook's
     time goes; return the rows whose scores differ."""
     n, ncores, outcomes = len(runs.notebooks), cores(), runs.outcomes
-    cpu = [o.timing.get("cells_cpu") for o in outcomes]
-    floor = sum(c for c in cpu if c is not None) / ncores if all(c is not None for c in cpu) else None
+    # The floor is the cells' CPU on warm runners (the resident row): on the engine's own runners each
+    # runner's first kernels run cold, and their first calls would raise the floor itself.
+    warm, own = (cells_cpu(rows) for rows in (runs.on_service, outcomes))
+    floor = warm / ncores if warm is not None else None
     record.line(
         f"{n} submissions of {runs.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
         f"jailed: {outcomes[0].jailed}"
@@ -390,6 +400,11 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     record.line()
     if floor is None:
         record.line("- physical floor: unknown (the runner could not read the kernels' CPU time)")
+    elif own is not None:
+        record.line(
+            f"- the cells' CPU, summed: {warm:.1f} s on warm runners (the floor's), {own:.1f} s on the "
+            "engine's own runners (each runner's first kernels cold)"
+        )
     # What a class of one is measured against: the same notebook's own time graded alone on warm
     # runners, in this warm process. Not the median notebook (often a blank one that stops early), nor
     # the notebook's time in a full run (beside its runner's warm-up, or sharing the cores).
