@@ -116,6 +116,7 @@ def warm_first(notebooks: int, runners: int) -> bool:
 
 
 def _cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -261,7 +262,7 @@ class LocalExecutor:
                 log = self.work / f"runner-{len(self._runners)}.log"
                 if self._warm_first:  # its zygote starts at once and warms up before the job
                     runner = RunnerProcess(log, self.zygote, [kind], warm=True)
-                    runner.proc = runner._start()  # (a runner :meth:`RunnerProcess.run` starts has no kinds)
+                    runner.proc = runner._start()  # here: RunnerProcess.run would start it without kinds
                 else:  # its zygote starts with the job, and warms up behind its first kernel
                     runner = RunnerProcess(log, self.zygote)
                 self._runners.append(runner)

@@ -165,9 +165,9 @@ class Grader:
         cannot be read (grading each submission meets that again and says so)."""
         try:
             sources = [self._course(a)[0] for a in {sub.assignment for sub in submissions}]
+            return checks_called(cell for source in sources for cell in grade_cells(source))
         except Exception:  # noqa: BLE001 - the warm-up then covers every check
             return None
-        return checks_called(cell for source in sources for cell in grade_cells(source))
 
     def grade_one(self, sub: Submission) -> Outcome | None:
         """Run and grade one submission; never raises: a failure becomes an outcome with its reason.

@@ -65,7 +65,7 @@ _LOADED: list[bool] = []
 
 #: The checks whose graders build a torch optimizer (the course's own training run): the first optimizer
 #: a process builds imports TorchDynamo, about 0.5 s of CPU, which :func:`warm_up` pays for only when a
-#: run grades one of these (``tests/test_grader_threads.py`` finds every grader that uses one).
+#: run grades one of these (``tests/test_speed_paths.py`` finds every grader that uses one).
 OPTIMIZER_CHECKS = frozenset({"train_spiral"})
 
 
