@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -220,23 +221,28 @@ def _children(pid: int) -> list[tuple[int, str]]:
     return found
 
 
+def _zygotes_of(pid: int) -> list[tuple[int, str]]:
+    """The zygote processes among ``pid``'s children (process id, command line), once there is one,
+    or none after a minute."""
+    deadline = time.monotonic() + 60
+    zygotes: list[tuple[int, str]] = []
+    while not zygotes and time.monotonic() < deadline:
+        time.sleep(0.1)
+        zygotes = [c for c in _children(pid) if "autograder.engine.zygote serve" in c[1]]
+    return zygotes
+
+
 def test_runners_started_ahead_start_their_zygotes_before_any_notebook() -> None:
     """``start_runners`` (the grade command's first step): each runner starts the zygote of the kind it
     was told at once, with no job given, so that the first notebook does not wait for its imports; the
     runner is still one the grader's threads take, and stopping it stops its zygote."""
-    import time
-
     from autograder.engine.executor import LocalExecutor
 
     executor = LocalExecutor()
     try:
         executor.start_runners(1, ["numpy"])
         runner = executor._idle[0].proc
-        deadline = time.monotonic() + 60
-        zygotes: list[tuple[int, str]] = []
-        while not zygotes and time.monotonic() < deadline:
-            time.sleep(0.1)
-            zygotes = [c for c in _children(runner.pid) if "autograder.engine.zygote serve" in c[1]]
+        zygotes = _zygotes_of(runner.pid)
         assert [cmd.split()[-1] for _, cmd in zygotes] == ["numpy"], _children(runner.pid)
     finally:
         executor.close()
@@ -247,8 +253,6 @@ def test_a_class_warms_its_zygotes_up_first_and_a_class_of_one_behind(monkeypatc
     """``executor.warm_first``: a zygote warms up behind its first kernel only where a core is left for
     it (fewer runners than cores, one notebook each); otherwise first, and a runner started so (the
     grade command's, ahead) starts its zygote with the warm-up before it says it is ready."""
-    import time
-
     from autograder.engine import executor as executor_module
     from autograder.engine.executor import LocalExecutor, warm_first
 
@@ -262,11 +266,7 @@ def test_a_class_warms_its_zygotes_up_first_and_a_class_of_one_behind(monkeypatc
     try:
         executor.start_runners(1, ["numpy"], warm=True)
         runner = executor._idle[0].proc
-        deadline = time.monotonic() + 60
-        zygotes: list[tuple[int, str]] = []
-        while not zygotes and time.monotonic() < deadline:
-            time.sleep(0.1)
-            zygotes = [c for c in _children(runner.pid) if "autograder.engine.zygote serve" in c[1]]
+        zygotes = _zygotes_of(runner.pid)
         assert [cmd.split()[-2:] for _, cmd in zygotes] == [["numpy", "warm"]], _children(runner.pid)
         assert runner.stdout.readline().strip() == "ready"  # once the zygote has warmed up
     finally:
