@@ -50,7 +50,7 @@ def _runners_ahead(args: argparse.Namespace):  # noqa: ANN202 - a LocalExecutor,
     notebooks given, up to the workers; None with a scheduler (the notebooks run on its cluster)."""
     if args.scheduler:
         return None
-    from autograder.engine.executor import LocalExecutor, course_kinds, warm_first
+    from autograder.engine.executor import LocalExecutor, course_kinds, when_to_warm
 
     ahead = LocalExecutor()
     try:
@@ -59,7 +59,7 @@ def _runners_ahead(args: argparse.Namespace):  # noqa: ANN202 - a LocalExecutor,
         leased = _resident_runners(args, ahead, count)
         if count > leased:
             kinds = course_kinds(args.course, args.assignment)
-            ahead.start_runners(count - leased, kinds, warm_first(files, count))
+            ahead.start_runners(count - leased, kinds, when_to_warm(files, count))
     except Exception:  # noqa: BLE001 - only a head start: the grader starts its runners itself
         ahead.close()
         return None

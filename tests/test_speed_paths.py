@@ -243,31 +243,41 @@ def test_runners_started_ahead_start_their_zygotes_before_any_notebook() -> None
         executor.start_runners(1, ["numpy"])
         runner = executor._idle[0].proc
         zygotes = _zygotes_of(runner.pid)
-        assert [cmd.split()[-1] for _, cmd in zygotes] == ["numpy"], _children(runner.pid)
+        assert [cmd.split()[-2:] for _, cmd in zygotes] == [["numpy", "behind"]], _children(runner.pid)
     finally:
         executor.close()
     assert runner.poll() is not None
 
 
-def test_a_class_warms_its_zygotes_up_first_and_a_class_of_one_behind(monkeypatch) -> None:
-    """``executor.warm_first``: a zygote warms up behind its first kernel only where a core is left for
-    it (fewer runners than cores, one notebook each); otherwise first, and a runner started so (the
-    grade command's, ahead) starts its zygote with the warm-up before it says it is ready."""
-    from autograder.engine import executor as executor_module
-    from autograder.engine.executor import LocalExecutor, warm_first
+def test_a_class_warms_its_zygotes_up_first_and_runners_of_one_notebook_never() -> None:
+    """``executor.when_to_warm``: a runner that gets more than one notebook warms its zygotes up before
+    its first kernel, one that gets one notebook never (no kernel is forked after it); a runner started
+    so (the grade command's, ahead) starts its zygote with that word, and with ``first`` says it is
+    ready only once the zygote has warmed up. A runner the executor starts for a notebook is told too."""
+    from autograder.engine.executor import LocalExecutor, when_to_warm
 
-    monkeypatch.setattr(executor_module, "_cores", lambda: 2)
-    assert not warm_first(1, 1)
-    assert warm_first(2, 2) and warm_first(2, 1) and warm_first(10, 2)
-    monkeypatch.setattr(executor_module, "_cores", lambda: 1)
-    assert warm_first(1, 1)
+    assert when_to_warm(1, 1) == when_to_warm(2, 2) == "never"
+    assert when_to_warm(2, 1) == when_to_warm(3, 2) == when_to_warm(10, 2) == "first"
 
+    for warm in ("first", "never"):
+        executor = LocalExecutor()
+        try:
+            executor.start_runners(1, ["numpy"], warm)
+            runner = executor._idle[0].proc
+            zygotes = _zygotes_of(runner.pid)
+            assert [cmd.split()[-2:] for _, cmd in zygotes] == [["numpy", warm]], _children(runner.pid)
+            if warm == "first":
+                assert runner.stdout.readline().strip() == "ready"  # once the zygote has warmed up
+        finally:
+            executor.close()
     executor = LocalExecutor()
     try:
-        executor.start_runners(1, ["numpy"], warm=True)
-        runner = executor._idle[0].proc
-        zygotes = _zygotes_of(runner.pid)
-        assert [cmd.split()[-2:] for _, cmd in zygotes] == [["numpy", "warm"]], _children(runner.pid)
-        assert runner.stdout.readline().strip() == "ready"  # once the zygote has warmed up
+        executor.threads(2, 1)
+        with executor._runner("numpy") as runner:
+            assert runner.warm == "never" and runner.proc is None  # started with its job, told `never`
+        executor.threads(2, 5)
+        executor._idle.clear()
+        with executor._runner("numpy") as runner:
+            assert runner.warm == "first" and runner.kinds == ["numpy"] and runner.proc is not None
     finally:
         executor.close()

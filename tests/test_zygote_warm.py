@@ -169,7 +169,7 @@ def test_a_kernel_of_the_warm_zygote_sees_what_a_cold_kernel_sees(course, monkey
         patch.setenv(WARM_ENV, "0")
         unwarmed = grade(root, {"unwarmed-1": probe, "unwarmed-2": probe}, zygote=True)
     unwarmed_2 = state(unwarmed["unwarmed-2"])
-    # Two in a row from the same zygote: it warms up before the first (``executor.warm_first``: two
+    # Two in a row from the same zygote: it warms up before the first (``executor.when_to_warm``: two
     # notebooks on one runner), and both are forked after (the comparisons below hold either way).
     warm = grade(root, {"warm-1": probe, "warm-2": probe}, zygote=True)
     cold_1, cold_2 = state(cold["cold-1"]), state(cold["cold-2"])
@@ -280,15 +280,16 @@ def test_a_kernel_of_the_compile_zygote_sees_what_a_cold_kernel_sees(course, mon
     zygote whose warm-up imported and ran it (``torch.compile``, ``opcheck``): the second kernel, forked
     after that warm-up, has it loaded, and yet sees what a cold kernel sees before and after its own
     first compile and opcheck: no operator or namespace, cache or counter of the warm-up's. Two
-    notebooks on one runner: its zygote warms up before the first (``executor.warm_first``); one notebook
-    with a core left beside it: the warm-up runs behind its kernel, forked cold before it."""
+    notebooks on one runner: its zygote warms up before the first (``executor.when_to_warm``); a zygote
+    that warms up behind its first kernel (a Dask worker's, which does not know how many notebooks it
+    will get) forks that kernel cold, before it."""
     root, release = course
     probe = with_cell(release, COMPILE_PROBE)
     cold = state(grade(root, {"cold-c": probe}, zygote=False)["cold-c"])
     with monkeypatch.context() as patch:
         patch.setattr("autograder.engine.grade.kernel_kind", lambda source: "compile")
         warm = grade(root, {"compile-1": probe, "compile-2": probe}, zygote=True)
-        patch.setattr("autograder.engine.executor._cores", lambda: 4)
+        patch.setattr("autograder.engine.executor.when_to_warm", lambda notebooks, runners: "behind")
         behind = state(grade(root, {"compile-0": probe}, zygote=True)["compile-0"])
     warm_1, warm_2 = state(warm["compile-1"]), state(warm["compile-2"])
     assert warm_1.pop("preloaded") and warm_2.pop("preloaded")

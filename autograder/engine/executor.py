@@ -100,27 +100,26 @@ class Executor(Protocol):
         ...
 
 
-def warm_first(notebooks: int, runners: int) -> bool:
-    """Whether runners started for a run of ``notebooks`` on ``runners`` warm their zygotes up before
-    their first kernel rather than behind it (:func:`autograder.engine.zygote.serve`).
+#: When a runner's zygotes run their warm-up (:func:`autograder.engine.zygote.warm_up`, the libraries'
+#: first calls): before their first kernel, behind it (at the lowest priority), or never.
+WARM_UPS = ("first", "behind", "never")
 
-    Behind, the first kernel starts at once but runs cold: it pays its libraries' first calls itself,
-    while the warm-up pays them again beside it at the lowest priority, and a runner's next kernel
-    waits for the warm-up to end. That wins only where a core is left for the warm-up: fewer runners
-    than cores, one notebook each (a class of one: notebook 06 took 10.1-10.5 s behind, 10.8-11.2 s
-    first). Wherever the cores are all busy, first wins: ten notebooks 06 on 2 runners and 2 cores
-    took 23.3-24.7 s behind, 20.3 s first; ten notebooks 04, 10.7 s and 9.0-9.4 s (2026-12-02, this
-    course's 2-core machine, ``benchmarks/grading_speed.py``'s submissions).
+
+def when_to_warm(notebooks: int, runners: int) -> str:
+    """When runners started for a run of ``notebooks`` on ``runners`` warm their zygotes up
+    (:data:`WARM_UPS`).
+
+    The warm-up pays, once, the first calls of the notebooks' libraries, so that the kernels forked
+    after it do not; the kernel forked before it runs cold and pays them itself. Where a runner gets
+    more than one notebook, ``first``: behind its first kernel the warm-up ran beside that cold kernel
+    and paid the same calls again, and the runner's next kernel waited for it (ten notebooks 06 on 2
+    runners and 2 cores took 23.3-24.7 s behind, 20.3 s first; ten notebooks 04, 10.7 s and 9.0-9.4 s,
+    on 2026-12-02). Where each runner gets one notebook, ``never``: no kernel is forked after it, and
+    behind that one kernel it only took a core from the command's own work (a class of one, notebook
+    04: 7.1 s behind, 6.4 s without; 06: 16.3 s and 15.2 s; medians of 4-5 alternating runs on
+    2026-12-03). ``benchmarks/grading_speed.py``'s submissions, this course's 2-core machine.
     """
-    return notebooks > runners or runners >= _cores()
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return "first" if notebooks > runners else "never"
 
 
 class LocalExecutor:
@@ -143,24 +142,25 @@ class LocalExecutor:
         """Notified when a runner is handed back, or the executor stops."""
         self._most: int | None = None
         """The most runners at once (:meth:`threads`); None: one for each thread that runs a notebook."""
-        self._warm_first = False
-        """Whether a runner it starts for a notebook warms its zygote up first (:meth:`threads`)."""
+        self._warm_up = "behind"
+        """When a runner it starts for a notebook warms its zygote up (:data:`WARM_UPS`; :meth:`threads`)."""
         self._stopped = False
 
     def threads(self, workers: int, notebooks: int) -> int:
         """Twice as many threads as runners, and at most ``workers`` runners: a thread whose notebook has
         run scores it (a tenth of a second to a third, on notebook 04) while the next thread's notebook,
         prepared meanwhile, runs on the runner it handed back, rather than leave the runner idle. The
-        runners it starts for ``notebooks`` warm their zygotes up first when :func:`warm_first` says so."""
+        runners it starts for ``notebooks`` warm their zygotes up when :func:`when_to_warm` says."""
         self._most = workers
-        self._warm_first = warm_first(notebooks, min(workers, notebooks))
+        self._warm_up = when_to_warm(notebooks, min(workers, notebooks))
         return 2 * workers
 
-    def start_runners(self, count: int, kinds: list[str], warm: bool = False) -> None:
+    def start_runners(self, count: int, kinds: list[str], warm: str = "behind") -> None:
         """Start ``count`` runners now, each starting its zygotes of ``kinds`` at once, rather than on
         the first notebook: the grading command calls it first, so that their imports (seconds, what
         the first notebook waits for) overlap its own work. Each of the grader's threads takes one.
-        With ``warm`` (:func:`warm_first`), the zygotes warm up before the runners take a notebook."""
+        ``warm`` says when the zygotes warm up (:func:`when_to_warm`): with ``first``, before the runners
+        take a notebook."""
         for i in range(count):
             runner = RunnerProcess(self.work / f"runner-ahead-{i}.log", self.zygote, kinds, warm)
             runner.proc = runner._start()
@@ -260,11 +260,11 @@ class LocalExecutor:
             runner = self._idle.pop(0) if self._idle else None
             if runner is None:
                 log = self.work / f"runner-{len(self._runners)}.log"
-                if self._warm_first:  # its zygote starts at once and warms up before the job
-                    runner = RunnerProcess(log, self.zygote, [kind], warm=True)
+                if self._warm_up == "first":  # its zygote starts at once and warms up before the job
+                    runner = RunnerProcess(log, self.zygote, [kind], warm="first")
                     runner.proc = runner._start()  # here: RunnerProcess.run would start it without kinds
-                else:  # its zygote starts with the job, and warms up behind its first kernel
-                    runner = RunnerProcess(log, self.zygote)
+                else:  # its zygote starts with the job (and warms up behind its first kernel, or never)
+                    runner = RunnerProcess(log, self.zygote, warm=self._warm_up)
                 self._runners.append(runner)
         try:
             yield runner
@@ -309,24 +309,27 @@ class RunnerProcess:
     """
 
     def __init__(
-        self, log: Path, zygote: bool = True, kinds: list[str] | None = None, warm: bool = False
+        self, log: Path, zygote: bool = True, kinds: list[str] | None = None, warm: str = "behind"
     ) -> None:
         self.log = log
         self.zygote = zygote
         self.kinds = list(kinds or [])
         """The kinds of kernel whose zygotes the runner starts at once (the others on first use)."""
         self.warm = warm
-        """Whether those zygotes warm up before the runner answers ``ready`` (a resident runner's)."""
+        """When its zygotes warm up (:data:`WARM_UPS`); with ``first`` the runner answers ``ready`` once
+        those of ``kinds`` have (a resident runner's, and those of a run with more notebooks than runners)."""
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
+        if self.warm not in WARM_UPS:
+            raise ValueError(f"a runner's zygotes warm up {' or '.join(WARM_UPS)}, not {self.warm!r}")
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         with self.log.open("ab") as log_file:
             return subprocess.Popen(
                 [sys.executable, "-m", "autograder.engine.runner", "--serve"]
                 + (["--zygote", str(self.log.parent)] if self.zygote else [])
                 + (["--kinds", ",".join(self.kinds)] if self.zygote and self.kinds else [])
-                + (["--warm"] if self.zygote and self.kinds and self.warm else []),
+                + (["--warm-up", self.warm] if self.zygote and self.warm != "behind" else []),
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -35,8 +35,9 @@ ZYGOTES: dict[str, dict[str, Any] | None] = {}
 #: Whether :func:`first_steps` ran: the mount namespace is made once (a second would hide the first's
 #: mounts from the zygotes started in it).
 STARTED: list[bool] = []
-#: ``["--warm"]`` when this runner was started with ``--warm``: its zygotes warm up before they are ready.
-WARM_NOW: list[str] = []
+#: When this runner's zygotes warm up (``--warm-up first|behind|never``; ``executor.WARM_UPS``): with
+#: ``first`` before they say they are ready, with ``behind`` (the default) behind their first kernel.
+WARM_UP = {"when": "behind"}
 
 
 def zygote_for(kind: str) -> str | None:
@@ -46,23 +47,22 @@ def zygote_for(kind: str) -> str | None:
     if folder is None:
         return None
     if kind not in ZYGOTES:
-        ZYGOTES[kind] = launch_zygote(folder, kind)
+        ZYGOTES[kind] = launch_zygote(folder, kind, WARM_UP["when"])
     zygote = ZYGOTES[kind]
     if zygote is not None and not zygote["ready"]:
         zygote = ZYGOTES[kind] = _ready(zygote, kind)
     return zygote["socket"] if zygote else None
 
 
-def launch_zygote(folder: Path, kind: str, warm_now: bool = False) -> dict[str, Any]:
-    """Start a zygote for this runner's ``kind`` kernels; :func:`zygote_for` waits for it to be ready
-    (with ``warm_now``, until it has warmed up too)."""
+def launch_zygote(folder: Path, kind: str, warm: str = "behind") -> dict[str, Any]:
+    """Start a zygote for this runner's ``kind`` kernels, warming up when ``warm`` says; :func:`zygote_for`
+    waits for it to be ready (with ``first``, until it has warmed up too)."""
     import subprocess
     import tempfile
 
     path = tempfile.mktemp(prefix=f"zygote-{kind}-", suffix=".sock", dir=folder)  # noqa: S306 - bound at once
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind]
-        + (["warm"] if warm_now else []),
+        [sys.executable, "-m", "autograder.engine.zygote", "serve", path, kind, warm],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
@@ -84,18 +84,20 @@ def first_steps(argv: list[str]) -> None:
     """What a runner does before anything else: a mount namespace of its own (first, while it has no
     thread and no child: see space.py), then, serving with ``--zygote DIR --kinds K,...``, the zygotes of
     the kinds the grader announced, so that their imports (seconds) overlap this runner's own (below,
-    about 0.5 s) and the grader's, rather than wait for the first job. With ``--warm`` too (a resident
-    runner, :mod:`autograder.engine.service`), the zygotes warm up before they say they are ready, and
-    :func:`serve` answers ``ready`` once they all have."""
+    about 0.5 s) and the grader's, rather than wait for the first job. ``--warm-up first|behind|never``
+    says when its zygotes warm up (:data:`WARM_UP`); with ``first`` (a resident runner,
+    :mod:`autograder.engine.service`, or a run with more notebooks than runners), before they say they
+    are ready, and :func:`serve` answers ``ready`` once they all have."""
     if STARTED:
         return
     STARTED.append(private_mounts())
     if argv[:1] == ["--serve"] and argv[1:2] == ["--zygote"]:
         ZYGOTE_DIR["folder"] = Path(argv[2])
         kinds = argv[argv.index("--kinds") + 1].split(",") if "--kinds" in argv[3:-1] else []
-        WARM_NOW.extend(["--warm"] if "--warm" in argv[3:] else [])
+        if "--warm-up" in argv[3:-1]:
+            WARM_UP["when"] = argv[argv.index("--warm-up") + 1]
         for kind in filter(None, kinds):
-            ZYGOTES[kind] = launch_zygote(Path(argv[2]), kind, warm_now=bool(WARM_NOW))
+            ZYGOTES[kind] = launch_zygote(Path(argv[2]), kind, WARM_UP["when"])
 
 
 if __name__ == "__main__":
@@ -407,7 +409,7 @@ def serve(zygote_dir: Path | None = None) -> int:
     _exit_with_parent()
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    if WARM_NOW:
+    if WARM_UP["when"] == "first":
         for kind in list(ZYGOTES):
             zygote_for(kind)  # waits until it has warmed up
         answers.write("ready\n")

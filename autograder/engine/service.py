@@ -129,7 +129,7 @@ class Service:
         the runners and wait until every zygote has warmed up; only then listen."""
         self._claim()
         for i in range(self.workers):
-            runner = RunnerProcess(self.work / f"runner-{i}.log", True, self.kinds, warm=True)
+            runner = RunnerProcess(self.work / f"runner-{i}.log", True, self.kinds, warm="first")
             runner.proc = runner._start()
             self.runners.append(runner)
         for runner in self.runners:
@@ -165,7 +165,7 @@ class Service:
         self.path.unlink(missing_ok=True)  # a stale socket: the service that made it no longer holds the lock
 
     def _await_ready(self, runner: RunnerProcess, seconds: float = 600.0) -> bool:
-        """Wait for a runner started with ``--warm`` to say its zygotes are warm; kill it if it does not."""
+        """Wait for a runner started with ``--warm-up first`` to say its zygotes are warm; kill it if not."""
         proc = runner.proc
         if proc is None or proc.stdout is None or not runner.kinds:
             return proc is not None
@@ -177,7 +177,7 @@ class Service:
 
     def _restart(self, runner: RunnerProcess) -> None:
         runner.kill()
-        runner.kinds, runner.warm = list(self.kinds), True
+        runner.kinds, runner.warm = list(self.kinds), "first"
         runner.proc = runner._start()
         self._await_ready(runner)
 

@@ -346,13 +346,14 @@ def _set_parent_death_signal() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def serve(path: str, kind: str = "torch", warm_now: bool = False) -> None:
+def serve(path: str, kind: str = "torch", warm: str = "behind") -> None:
     """Import the modules of ``kind``'s kernels, then fork a kernel for every request on socket ``path``.
 
     The zygote stays single-threaded (forking a threaded process can deadlock the child): each
     request is handled by a forked manager process, which forks the kernel and watches over it.
-    With ``warm_now`` (a resident runner's zygote, :mod:`autograder.engine.service`), it warms up before
-    it says it is ready, so that no kernel of it starts cold; otherwise behind its first kernel.
+    ``warm`` says when it warms up (:func:`warm_up`; ``executor.when_to_warm``): ``first``, before it says
+    it is ready, so that no kernel of it starts cold (a resident runner's zygote, or one that will fork
+    several kernels); ``behind`` its first kernel; or ``never`` (one that forks one kernel).
     """
     import importlib
 
@@ -362,9 +363,10 @@ def serve(path: str, kind: str = "torch", warm_now: bool = False) -> None:
         importlib.import_module(name)
     import autograder.engine.jail  # noqa: F401 - the children need it: import it once, here
 
-    warm = os.environ.get(WARM_ENV, "1") != "0"
-    if warm and warm_now:
-        warm = False
+    if os.environ.get(WARM_ENV, "1") == "0":
+        warm = "never"
+    if warm == "first":
+        warm = "never"
         warm_up(kind)
         _say_threads()
 
@@ -381,10 +383,10 @@ def serve(path: str, kind: str = "torch", warm_now: bool = False) -> None:
             server.close()
             _manage(conn)
         conn.close()
-        if warm:
+        if warm == "behind":
             # After the first kernel is forked (it starts cold, while this runs beside it), before the
             # next: the run's first notebook does not wait for the warm-up.
-            warm = False
+            warm = "never"
             _warm_up_behind(kind)
             _say_threads()
 
@@ -437,9 +439,10 @@ def standin(path: str, jail_spec: str | None, argv: list[str], pid_file: str | N
 
 
 def main(argv: list[str]) -> int:
-    """``serve SOCKET [numpy|torch|compile [warm]]`` or ``kernel SOCKET SPEC|- [PID_FILE] -- KERNEL ARGS``."""
+    """``serve SOCKET [numpy|torch|compile [first|behind|never]]`` or
+    ``kernel SOCKET SPEC|- [PID_FILE] -- KERNEL ARGS``."""
     if argv[0] == "serve":
-        serve(argv[1], argv[2] if len(argv) > 2 else "torch", argv[3:4] == ["warm"])
+        serve(argv[1], argv[2] if len(argv) > 2 else "torch", argv[3] if len(argv) > 3 else "behind")
         return 0
     if argv[0] == "kernel":
         sep = argv.index("--")
