@@ -1,9 +1,10 @@
 """The grading commands end to end: ``grade`` (a class), ``report`` (the outputs again, from the
 gradebook, without grading) and ``check`` (one learner's own notebook).
 
-``grade`` checks the gradebook and the roster before it grades anything, then: intake, grading,
-the gradebook step (register the assignments, record the scores), the course's outputs. The outputs
-are written even when the gradebook step fails or the run is interrupted, and say so.
+``grade`` checks the gradebook and the roster before it grades anything, then: intake, grading
+(the assignments registered in the gradebook meanwhile), the scores recorded in the gradebook, the
+course's outputs. The outputs are written even when the gradebook step fails or the run is
+interrupted, and say so.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import datetime as dt
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +141,10 @@ class Run:
     skipped: list[Outcome] = field(default_factory=list)
     """Submissions already graded by an earlier run (unchanged, same course version)."""
     result: ClassResult = field(default_factory=lambda: ClassResult([], [], 0, Path(), Path()))
+    registering: threading.Thread | None = None
+    """The assignments' registration in the gradebook, done while the notebooks run (:func:`register`)."""
+    registered: list[Exception] = field(default_factory=list)
+    """What the registration raised, for :func:`record_scores` to state."""
 
     @property
     def assignments(self) -> list[Assignment]:
@@ -234,6 +240,23 @@ def take_in(run: Run) -> None:
     run.result.notes = intake_warnings(run.submissions, release_times(root, run.wanted), now)
 
 
+def register(run: Run) -> None:
+    """Register the assignments in the gradebook, as nbgrader's ``generate_assignment`` does, in a thread
+    while the notebooks run: it needs none of their scores, and nbgrader's ``SaveCells`` takes a fifth of
+    a second a notebook (at the end of a run, with nothing beside it). :func:`record_scores` waits for it."""
+    o = run.options
+    due = {n: o.due for n in run.wanted} if o.due else None
+
+    def registration() -> None:
+        try:
+            gradebook.register(run.db, o.root, run.assignments, due)
+        except Exception as exc:  # noqa: BLE001 - record_scores states it, and the outputs are written
+            run.registered.append(exc)
+
+    run.registering = threading.Thread(target=registration, name="register", daemon=True)
+    run.registering.start()
+
+
 def grade_submissions(run: Run) -> None:
     """Grade what is new or changed (in parallel, with a progress bar); skip what is done."""
     bar = Progress(len(run.submissions)) if run.options.progress else None
@@ -277,7 +300,10 @@ def record_scores(run: Run) -> None:
     """The scores into the gradebook; a failure is stated, and the outputs are still written."""
     o = run.options
     try:
-        gradebook.register(run.db, o.root, run.assignments, {n: o.due for n in run.wanted} if o.due else None)
+        if run.registering is not None:
+            run.registering.join()
+        if run.registered:
+            raise run.registered[0]
         gradebook.record(run.db, run.result.outcomes, run.course, run.people, o.late_penalty)
     except Exception as exc:  # noqa: BLE001 - the outputs are still written, the failure stated
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
@@ -355,7 +381,7 @@ def write_outputs(run: Run) -> None:
 #: The steps of :func:`grade_class`, in order: what happens before the grader starts, while it holds its
 #: runners (closed after the last, however it ends), and after.
 BEFORE_GRADING = (check_gradebook, read_roster, build_course, start_grader)
-GRADING = (take_in, grade_submissions, hold_back_systemic, write_submitted)
+GRADING = (take_in, register, grade_submissions, hold_back_systemic, write_submitted)
 AFTER_GRADING = (record_scores, write_outputs)
 
 
