@@ -13,8 +13,8 @@ import datetime as dt
 import shutil
 import sys
 import tempfile
-import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,10 +141,8 @@ class Run:
     skipped: list[Outcome] = field(default_factory=list)
     """Submissions already graded by an earlier run (unchanged, same course version)."""
     result: ClassResult = field(default_factory=lambda: ClassResult([], [], 0, Path(), Path()))
-    registering: threading.Thread | None = None
+    registration: Future[None] | None = None
     """The assignments' registration in the gradebook, done while the notebooks run (:func:`register`)."""
-    registered: list[Exception] = field(default_factory=list)
-    """What the registration raised, for :func:`record_scores` to state."""
 
     @property
     def assignments(self) -> list[Assignment]:
@@ -246,15 +244,9 @@ def register(run: Run) -> None:
     a second a notebook (at the end of a run, with nothing beside it). :func:`record_scores` waits for it."""
     o = run.options
     due = {n: o.due for n in run.wanted} if o.due else None
-
-    def registration() -> None:
-        try:
-            gradebook.register(run.db, o.root, run.assignments, due)
-        except Exception as exc:  # noqa: BLE001 - record_scores states it, and the outputs are written
-            run.registered.append(exc)
-
-    run.registering = threading.Thread(target=registration, name="register", daemon=True)
-    run.registering.start()
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="register")
+    run.registration = thread.submit(gradebook.register, run.db, o.root, run.assignments, due)
+    thread.shutdown(wait=False)
 
 
 def grade_submissions(run: Run) -> None:
@@ -300,10 +292,8 @@ def record_scores(run: Run) -> None:
     """The scores into the gradebook; a failure is stated, and the outputs are still written."""
     o = run.options
     try:
-        if run.registering is not None:
-            run.registering.join()
-        if run.registered:
-            raise run.registered[0]
+        if run.registration is not None:
+            run.registration.result()  # raises what the registration raised
         gradebook.record(run.db, run.result.outcomes, run.course, run.people, o.late_penalty)
     except Exception as exc:  # noqa: BLE001 - the outputs are still written, the failure stated
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""

@@ -366,9 +366,9 @@ def serve(path: str, kind: str = "torch", warm: str = "behind") -> None:
     if os.environ.get(WARM_ENV, "1") == "0":
         warm = "never"
     if warm == "first":
-        warm = "never"
         warm_up(kind)
         _say_threads()
+    behind = warm == "behind"
 
     _set_parent_death_signal()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # managers are reaped automatically
@@ -383,10 +383,10 @@ def serve(path: str, kind: str = "torch", warm: str = "behind") -> None:
             server.close()
             _manage(conn)
         conn.close()
-        if warm == "behind":
+        if behind:
             # After the first kernel is forked (it starts cold, while this runs beside it), before the
             # next: the run's first notebook does not wait for the warm-up.
-            warm = "never"
+            behind = False
             _warm_up_behind(kind)
             _say_threads()
 
