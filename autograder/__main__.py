@@ -81,8 +81,10 @@ def _resident_runners(args: argparse.Namespace, ahead, count: int) -> int:  # no
         return not args.no_jail and jail_available()
 
     runners, line = resident.lease(count, jailed, ahead.work)
-    if line:
-        print(line, file=sys.stderr, flush=True)
+    if line:  # it quotes what the service said
+        from autograder.engine.untrusted import terminal
+
+        print(terminal(line), file=sys.stderr, flush=True)
     ahead.use_runners(runners)
     return len(runners)
 

@@ -16,10 +16,12 @@ import socket
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import nbformat
 import pytest
+from library_helpers import LIBRARY, OTHER_VERSION, other_library_env
 from notebook_helpers import from_a_terminal
 
 from autograder.course.build import SOLUTIONS
@@ -84,11 +86,14 @@ def _scheduler(address: str, log: Path) -> subprocess.Popen:
     )
 
 
-def _worker(address: str, folder: Path, name: str, cwd: Path | None = None) -> subprocess.Popen:
+def _worker(
+    address: str, folder: Path, name: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     return _start(
         ["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard"]
         + ["--local-directory", str(folder / name)],
         folder / f"{name}.log",
+        env=env,
         cwd=cwd,
     )
 
@@ -354,6 +359,34 @@ def test_a_worker_of_another_version_gets_no_notebook_and_the_run_says_so(cluste
             grading.wait()
         if other is not None:
             _end(other)
+
+
+@needs_jail
+def test_a_worker_with_other_libraries_gets_no_notebook_and_the_run_says_which(
+    cluster, tmp_path: Path
+) -> None:
+    """A worker where another version of a library the kernels run is installed would run the notebooks
+    otherwise than the grading machine: it is refused from the start, with the library and both versions,
+    and the class is graded on the others."""
+    address, client = cluster
+    inbox, root = tmp_path / "inbox", tmp_path / "course"
+    _write_class(root, inbox, {}, others=("ada", "blake"))
+    other = _worker(address, tmp_path, "other-libraries", env=other_library_env(tmp_path))
+    try:
+        client.wait_for_workers(3, timeout=60)
+        joined = set(client.nthreads())
+        graded = _grade_on(address, inbox, root, cell_seconds=60)
+        assert graded.returncode == 0, graded.stderr[-3000:]
+        said = (
+            f"gets no notebook of this run: it has other libraries than the grading machine ({LIBRARY} "
+            f"{OTHER_VERSION}, the grading machine {metadata.version(LIBRARY)}): install the same versions "
+            "on every worker"
+        )
+        refused = [w for w in joined if f"The Dask worker {w} {said}" in graded.stderr]
+        assert len(refused) == 1, graded.stderr
+        assert {s: o.status for s, o in _results(root).items()} == {"ada": "graded", "blake": "graded"}
+    finally:
+        _end(other)
 
 
 def _running(client) -> set[str]:

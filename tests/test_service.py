@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from library_helpers import LIBRARY, OTHER_VERSION, other_library_env
 from notebook_helpers import source_and_release, started_from_a_terminal
 from test_engine import FIXTURE, LIMITS, after, solved
 
@@ -267,6 +268,29 @@ def test_refusals_stale_socket_and_idle_stop() -> None:
         assert "refused a connection of user 65534" in out
         assert "no request for 10 s: runners stopped" in out
         assert not (folder / "runners.sock").exists()
+    finally:
+        stop_service(proc)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_service_with_other_libraries_is_not_used_and_the_command_says_which() -> None:
+    """A service started where another version of a library its kernels run is installed (``pip install``
+    after ``serve`` started): its runners would run the old one, the command's references the new one.
+    The command runs its own runners and names the library and both versions, the service's printable."""
+    runtime = own_folder("serve-libs-")
+    proc = start_service(runtime, "--workers", "1", "--kinds", "", env=other_library_env(runtime))
+    try:
+        from importlib import metadata
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_RUNTIME_DIR", str(runtime))
+            runners, line = resident.lease(1, lambda: True, runtime)
+        ours = metadata.version(LIBRARY)
+        assert runners == [], line
+        assert line == (
+            f"own runners: the resident service (pid {proc.pid}) has other libraries: {LIBRARY} "
+            f"{OTHER_VERSION}, this command {ours} (restart the service after installing)"
+        )
     finally:
         stop_service(proc)
         shutil.rmtree(runtime, ignore_errors=True)

@@ -39,7 +39,7 @@ from distributed import CancelledError, Client, KilledWorker, TimeoutError, Work
 
 from autograder.engine import jail
 from autograder.engine.executor import Executed, ExecutorLost, LocalExecutor, NotStarted, Work
-from autograder.engine.versions import code_version
+from autograder.engine.versions import code_version, library_difference, library_versions
 
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0
@@ -106,13 +106,21 @@ def checks_version() -> str:
     return code_version()
 
 
-def refusal(checks: str, jailed: bool) -> str | None:
-    """Why this worker cannot grade for a grading machine whose checks are ``checks`` (None when it can);
+def refusal(checks: str, jailed: bool, libraries: dict[str, str]) -> str | None:
+    """Why this worker cannot grade for a grading machine whose checks are ``checks`` and whose kernels'
+    libraries are ``libraries`` (:func:`~autograder.engine.versions.library_versions`) (None when it can);
     run on every worker when the run starts, and before every notebook."""
     if checks != checks_version():
         return (
             "has other checks than the grading machine (another version of this repository): install the "
             "same version on every worker"
+        )
+    other = library_difference(libraries)
+    if other:
+        name, machine, here = other
+        return (
+            f"has other libraries than the grading machine ({name} {here}, the grading machine {machine}): "
+            "install the same versions on every worker"
         )
     if jailed and not jail.jail_available():
         return (
@@ -122,10 +130,10 @@ def refusal(checks: str, jailed: bool) -> str | None:
     return None
 
 
-def run_on_worker(plugin: str, work: Work, checks: str) -> Executed:
+def run_on_worker(plugin: str, work: Work, checks: str, libraries: dict[str, str]) -> Executed:
     """The Dask task: run one prepared notebook on this worker's runner."""
     worker = get_worker()
-    why = refusal(checks, work.jailed)
+    why = refusal(checks, work.jailed, libraries)
     if why:
         raise WorkerRefused(worker.address, why)
     runner = worker.plugins.get(plugin)
@@ -194,7 +202,7 @@ class DaskExecutor:
     def _screen(self, jailed: bool) -> None:
         """Ask every worker now in the cluster whether it can grade for this machine; refuse the ones that
         cannot, and give up (nothing graded) when none can."""
-        answers = self.client.run(refusal, checks_version(), jailed, on_error="return")
+        answers = self.client.run(refusal, checks_version(), jailed, library_versions(), on_error="return")
         for address, answer in sorted(answers.items()):
             if isinstance(answer, BaseException):
                 answer = (
@@ -249,6 +257,7 @@ class DaskExecutor:
                 self.plugin,
                 work,
                 checks_version(),
+                library_versions(),
                 key=key,
                 pure=False,
                 workers=allowed,

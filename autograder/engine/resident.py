@@ -5,7 +5,8 @@ notebooks, and :class:`ServiceRunner`, one of its runners leased for the command
 Light to import (no engine, no notebook library): the grade command asks before its heavy imports.
 
 The protocol, one line each way, every line at most :data:`LINE` bytes: on connecting, the service says
-``hello {json}`` (its pid, versions, Python and whether it can jail kernels) or ``refused SENTENCE``;
+``hello {json}`` (its pid, its code's versions, its kernels' libraries, Python and whether it can jail
+kernels) or ``refused SENTENCE``;
 ``lease`` is answered ``leased`` (one idle runner is this connection's until it closes) or ``busy``;
 ``run SECONDS PATH`` runs the job file PATH on the leased runner, killed after SECONDS, and is answered
 ``done 0|1 LAST LINE`` (whether it was killed, the runner's last log line) or ``refused SENTENCE`` (a job
@@ -114,12 +115,16 @@ class Refused(Exception):
 def mismatch(hello: dict[str, Any], jailed: Callable[[], bool]) -> str | None:
     """Why a service that said ``hello`` must not run this command's notebooks (None when it may);
     ``jailed`` says whether the command would jail its kernels (asked only of a service that cannot)."""
-    from autograder.engine.versions import code_version, engine_version
+    from autograder.engine.versions import code_version, engine_version, library_difference
 
     if hello.get("checks") != code_version():
         return "other checks version (restart the service after changing the code)"
     if hello.get("engine") != engine_version():
         return "other engine code (restart the service after changing the code)"
+    other = library_difference(hello.get("libraries"))
+    if other:
+        name, theirs, ours = other
+        return f"other libraries: {name} {theirs}, this command {ours} (restart the service after installing)"
     if hello.get("python") != sys.executable:
         return f"it runs another Python ({str(hello.get('python'))[:200]})"
     if not hello.get("jail") and jailed():

@@ -43,7 +43,7 @@ from autograder.engine.resident import (
     socket_folder,
     socket_path,
 )
-from autograder.engine.versions import code_version, engine_version
+from autograder.engine.versions import code_version, engine_version, library_versions
 
 #: For tests only: the checks version the service announces instead of its own.
 CHECKS_ENV = "AUTOGRADER_SERVICE_CHECKS_VERSION"
@@ -119,6 +119,7 @@ class Service:
             "pid": os.getpid(),
             "checks": os.environ.get(CHECKS_ENV) or code_version(),
             "engine": engine_version(),
+            "libraries": library_versions(),
             "python": sys.executable,
             "jail": jail.jail_available(),
             "runners": workers,
