@@ -1,7 +1,8 @@
 """Benchmark: where grading stands, in one run on the same submissions of one assignment.
 
     .venv/bin/python benchmarks/grading_speed.py [--submissions 10] [--workers 2] [--assignments NAME ...]
-                                                 [--skip-nbgrader] [--skip-scaling] [--scheduler ADDRESS]
+                                                 [--repeat 3] [--skip-nbgrader] [--skip-scaling]
+                                                 [--scheduler ADDRESS]
 
 For each assignment (notebook 04 by default; ``--assignments 04_custom_functions
 06_memory_efficient_attention`` for several, a table each), every row grades the same honest
@@ -10,6 +11,12 @@ directory of its own. Before the first row this process imports what the grader'
 imports (:func:`autograder.grading.warm_up`, nbgrader's API), so that every row does the same work:
 in one process only the first grading run pays for those imports, and the rows after it (the Dask
 executor's, before) would not. What a first run pays is the command line's fixed cost below.
+
+Serial nbgrader runs once (the baseline, the slowest row by far). Every run of the engine below runs
+``--repeat`` times (default 3), in rounds, one of each in turn, so that a change of the machine's load
+(on a shared machine, single runs of the same command spread by more than a second) falls on all of
+them; each row, the floor and the fixed costs are the medians of the rounds, and the table gives each
+row's range.
 
 * serial ``nbgrader autograde``, one submission after the other (the baseline);
 * the local engine with ``--workers`` workers (default 2);
@@ -30,15 +37,16 @@ executor's, before) would not. What a first run pays is the command line's fixed
   own time outside its notebook (imports, the gradebook's check and intake before; the gradebook
   step, the outputs and the exit after);
 * the engine with resident runners: ``python -m autograder serve`` (``--workers`` runners, the
-  assignment's kinds of zygote) started and warmed before the row, its runners leased as the grade
-  command leases them; and the command line's fixed cost again, with that service running, and where
-  it goes (the command without it runs ``--own-runners``, so that a service of the machine is not used);
+  assignment's kinds of zygote) started and warmed before the first round (idle, its zygotes asleep,
+  while the other runs run), its runners leased as the grade command leases them; and the command
+  line's fixed cost again, with that service running, and where it goes (the command without it runs
+  ``--own-runners``, so that a service of the machine is not used);
 * the Dask executor on a local cluster of ``--workers`` worker processes (``dask.distributed``'s
   ``LocalCluster``), or on the cluster at ``--scheduler ADDRESS``, against the local engine;
 * a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
   core count (workers beyond the cores show the executor's overhead, not a speed-up).
 
-Every row must give every submission the same score; the script says so and exits 1 when not. The
+Every run must give every submission the same score; the script says so and exits 1 when not. The
 report is printed and written, with the date, the machine, the load and this command, to
 ``benchmarks/results/grading_speed.md`` (``benchmarks/record.py``).
 """
@@ -209,33 +217,59 @@ def on_local_cluster(root: Path, assignment: str, notebooks: dict, workers: int)
 
 
 def _course(work: Path, name: str) -> Path:
+    """A course directory of its own for one run: a copy of one built in ``work`` the first time (building
+    one takes seconds; a run uses a fresh one, its gradebook as the build left it)."""
+    built = work / "built" / "course"
+    if not built.exists():
+        ensure_course(built, SOLUTIONS)
     root = work / name / "course"
-    ensure_course(root, SOLUTIONS)
+    shutil.copytree(built, root)
+    ensure_course(root, SOLUTIONS)  # finds it up to date
     return root
+
+
+#: A timed run: its wall time and the outcomes it stored (the rows' scores, the notebooks' timings).
+Sample = tuple[float, list]
+
+#: The runs measured in every round, in the order they run, and each one's row label (None: not a row).
+KINDS = {
+    "engine": "the engine, {workers} workers",
+    "one": None,
+    "command": None,
+    "served": "the engine with resident runners (`autograder serve` started and warmed before the rows)",
+    "alone": None,
+    "command-served": None,
+    "dask": "Dask executor, local cluster of {workers} workers",
+}
 
 
 @dataclass
 class Runs:
-    """What one benchmark run measured: every row's wall time and scores, and the local engine's outcomes."""
+    """What one benchmark run measured: serial nbgrader's time and scores, and every engine run's samples
+    (one a round), by kind (:data:`KINDS`)."""
 
     assignment: str
     notebooks: dict
-    rows: list[tuple[str, float, dict]] = field(default_factory=list)
-    outcomes: list = field(default_factory=list)
-    engine_seconds: float = 0.0
-    one: list = field(default_factory=list)
-    one_seconds: float = 0.0
-    command_seconds: float = 0.0
-    command: list = field(default_factory=list)
-    served_seconds: float = 0.0
-    served: list = field(default_factory=list)
-    """The command line's run of one notebook with a resident service, and its outcome."""
-    on_service: list = field(default_factory=list)
-    """The outcomes of the full run on the resident service."""
-    alone: list = field(default_factory=list)
-    """The first notebook's outcome when graded alone on the warm service, in this warm process: the
-    per-notebook time a class of one is measured against."""
-    scaling: list[tuple[int, float]] = field(default_factory=list)
+    nbgrader: tuple[float, dict] | None = None
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    scaling: list[tuple[int, float, list]] = field(default_factory=list)
+
+    def add(self, kind: str, sample: Sample) -> None:
+        self.samples.setdefault(kind, []).append(sample)
+
+    def median(self, kind: str) -> Sample:
+        """The sample of median wall time (the lower middle one of an even number): a run that happened,
+        so that its outcomes are that run's own."""
+        ordered = sorted(self.samples[kind], key=lambda sample: sample[0])
+        return ordered[(len(ordered) - 1) // 2]
+
+    def seconds(self, kind: str) -> float:
+        return self.median(kind)[0]
+
+    def spread(self, kind: str) -> str:
+        """The fastest and slowest sample, or that there was one."""
+        times = [seconds for seconds, _ in self.samples[kind]]
+        return f"{min(times):.1f}-{max(times):.1f} s" if len(times) > 1 else "one run"
 
 
 def warm_process() -> None:
@@ -248,70 +282,61 @@ def warm_process() -> None:
 
 
 def measure(args: argparse.Namespace, work: Path, assignment: str) -> Runs:
-    """Grade the same submissions of ``assignment`` in every way the report compares, each in a course
-    of its own."""
+    """Grade the same submissions of ``assignment`` in every way the report compares, each run in a course
+    of its own: serial nbgrader once, then ``--repeat`` rounds of every engine run (:data:`KINDS`) in
+    turn, so that a change of the machine's load falls on all of them."""
     work = work / assignment
-    engine_root = _course(work, "engine")
-    runs = Runs(assignment, make_submissions(engine_root, assignment, args.submissions))
+    first_root = _course(work, "submissions")
+    runs = Runs(assignment, make_submissions(first_root, assignment, args.submissions))
     notebooks = runs.notebooks
-    if not args.skip_nbgrader:
-        nb_seconds, nb_scores = run_nbgrader(_course(work, "nbgrader"), assignment, notebooks)
-        runs.rows.append(("serial `nbgrader autograde`", nb_seconds, nb_scores))
-    runs.engine_seconds, runs.outcomes = run_engine(engine_root, assignment, notebooks, args.workers)
-    scores = {o.student: o.score for o in runs.outcomes}
-    runs.rows.append((f"the engine, {args.workers} workers", runs.engine_seconds, scores))
     first = dict(list(notebooks.items())[:1])
-    runs.one_seconds, runs.one = run_engine(_course(work, "one"), assignment, first, args.workers)
-    runs.command_seconds, runs.command = run_command_line(_course(work, "command"), assignment, first)
-    with resident_service(work, args.workers, course_kinds(engine_root, assignment)) as service:
-        seconds, runs.on_service = run_engine(
-            _course(work, "served"), assignment, notebooks, args.workers, service=service
-        )
-        label = "the engine with resident runners (`autograder serve` started and warmed before the row)"
-        runs.rows.append((label, seconds, {o.student: o.score for o in runs.on_service}))
-        _, runs.alone = run_engine(_course(work, "alone"), assignment, first, args.workers, service=service)
-        runs.served_seconds, runs.served = run_command_line(
-            _course(work, "command-served"), assignment, first, service
-        )
-    if args.scheduler:
-        label = f"Dask executor at {args.scheduler}"
-        seconds, dasked = run_engine(
-            _course(work, "dask"), assignment, notebooks, args.workers, args.scheduler
-        )
-    else:
-        label = f"Dask executor, local cluster of {args.workers} workers"
-        seconds, dasked = on_local_cluster(_course(work, "dask"), assignment, notebooks, args.workers)
-    runs.rows.append((label, seconds, {o.student: o.score for o in dasked}))
+    if not args.skip_nbgrader:
+        runs.nbgrader = run_nbgrader(_course(work, "nbgrader"), assignment, notebooks)
+    workers = args.workers
+    with resident_service(work, workers, course_kinds(first_root, assignment)) as service:
+        for r in range(args.repeat):
+
+            def course(kind: str, r: int = r) -> Path:
+                return _course(work, f"{kind}-{r}")
+
+            runs.add("engine", run_engine(course("engine"), assignment, notebooks, workers))
+            runs.add("one", run_engine(course("one"), assignment, first, workers))
+            runs.add("command", run_command_line(course("command"), assignment, first))
+            runs.add("served", run_engine(course("served"), assignment, notebooks, workers, service=service))
+            runs.add("alone", run_engine(course("alone"), assignment, first, workers, service=service))
+            runs.add("command-served", run_command_line(course("command-served"), assignment, first, service))
+            if args.scheduler:
+                runs.add("dask", run_engine(course("dask"), assignment, notebooks, workers, args.scheduler))
+            else:
+                runs.add("dask", on_local_cluster(course("dask"), assignment, notebooks, workers))
     for size in () if args.skip_scaling else (1, 2, 4):
         seconds, scaled = on_local_cluster(_course(work, f"dask-{size}"), assignment, notebooks, size)
-        runs.scaling.append((size, seconds))
-        runs.rows.append(
-            (f"Dask, {size} local workers (scaling)", seconds, {o.student: o.score for o in scaled})
-        )
+        runs.scaling.append((size, seconds, scaled))
     return runs
 
 
 def mismatches(runs: Runs) -> dict[str, dict]:
-    """Every row's scores that differ from the first row's, by row; empty when all agree."""
-    reference = runs.rows[0][2]
-    found = {
-        label: {s: (scores.get(s), reference[s]) for s in reference if scores.get(s) != reference[s]}
-        for label, _, scores in runs.rows[1:]
-    }
-    found = {label: diff for label, diff in found.items() if diff}
-    ones = (
-        ("one-notebook run", runs.one),
-        ("command line", runs.command),
-        ("alone on warm runners", runs.alone),
-        ("with the service", runs.served),
-    )
-    for label, one in ones:
-        if len(one) != 1 or one[0].score != reference[one[0].student]:
-            found[label] = {o.student: o.score for o in one}
+    """Every run whose scores differ from serial nbgrader's (else the first engine run's), or that lacks a
+    notebook it was given, by run; empty when all agree."""
+    engine = runs.samples["engine"][0][1]
+    reference = runs.nbgrader[1] if runs.nbgrader else {o.student: o.score for o in engine}
+    everyone, first = list(runs.notebooks), [next(iter(runs.notebooks))]
+    named = [
+        (f"{kind} #{r + 1}", first if KINDS[kind] is None else everyone, outcomes)
+        for kind, samples in runs.samples.items()
+        for r, (_, outcomes) in enumerate(samples)
+    ]
+    named += [(f"Dask, {n} local workers (scaling)", everyone, o) for n, _, o in runs.scaling]
+    found = {}
+    for label, given, outcomes in named:
+        scores = {o.student: o.score for o in outcomes}
+        wrong = {s: (scores.get(s), reference[s]) for s in given if scores.get(s) != reference[s]}
+        if wrong:
+            found[label] = wrong
     return found
 
 
-def scaling_table(scaling: list[tuple[int, float]], ncores: int, record) -> None:
+def scaling_table(scaling: list[tuple[int, float, list]], ncores: int, record) -> None:
     """The Dask executor's wall time on local clusters of 1, 2 and 4 workers, against one worker."""
     if not scaling:
         return
@@ -321,7 +346,7 @@ def scaling_table(scaling: list[tuple[int, float]], ncores: int, record) -> None
     record.line()
     record.line("| workers | wall | speed-up over 1 worker |")
     record.line("|---|---|---|")
-    for workers, seconds in scaling:
+    for workers, seconds, _ in scaling:
         record.line(f"| {workers} | {seconds:.1f} s | {one_worker / seconds:.2f}x |")
 
 
@@ -369,75 +394,82 @@ def fixed_cost_parts(one, command_seconds: float, same) -> str:  # noqa: ANN001
 
 
 def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
-    """Print and keep the comparison table, the fixed cost, the scaling table and where a notebook's
-    time goes; return the rows whose scores differ."""
-    n, ncores, outcomes = len(runs.notebooks), cores(), runs.outcomes
-    # The floor is the cells' CPU on warm runners (the resident row): on the engine's own runners each
+    """Print and keep the comparison table (each engine row the median of its rounds, with their range),
+    the fixed cost, the scaling table and where a notebook's time goes; return the runs whose scores
+    differ."""
+    n, ncores = len(runs.notebooks), cores()
+    engine_seconds, outcomes = runs.median("engine")
+    # The floor is the cells' CPU on warm runners (the resident rows): on the engine's own runners each
     # runner's first kernels run cold, and their first calls would raise the floor itself.
-    warm, own = (cells_cpu(rows) for rows in (runs.on_service, outcomes))
+    served = [cells_cpu(o) for _, o in runs.samples["served"]]
+    warm = None if None in served else statistics.median(served)
+    own = cells_cpu(outcomes)
     floor = warm / ncores if warm is not None else None
+    rounds = len(runs.samples["engine"])
     record.line(
         f"{n} submissions of {runs.assignment}; {ncores} cores usable (os.cpu_count() {os.cpu_count()}); "
-        f"jailed: {outcomes[0].jailed}"
+        f"jailed: {outcomes[0].jailed}; each engine row the median of {rounds} rounds, its runs in turn"
     )
     record.line()
-    record.line("| | wall | per notebook | vs serial nbgrader | vs the floor | vs the local engine |")
-    record.line("|---|---|---|---|---|---|")
-    base = None if args.skip_nbgrader else runs.rows[0][1]
-    for label, seconds, _ in runs.rows:
-        if label.endswith("(scaling)"):
-            continue
+    record.line("| | wall | range | per notebook | vs serial nbgrader | vs the floor | vs the local engine |")
+    record.line("|---|---|---|---|---|---|---|")
+    base = runs.nbgrader[0] if runs.nbgrader else None
+    rows = [("serial `nbgrader autograde`", base, "one run")] if base else []
+    label = f"Dask executor at {args.scheduler}" if args.scheduler else KINDS["dask"]
+    for kind, text in (("engine", KINDS["engine"]), ("served", KINDS["served"]), ("dask", label)):
+        rows.append((text.format(workers=args.workers), runs.seconds(kind), runs.spread(kind)))
+    for text, seconds, spread in rows:
         speed = f"{base / seconds:.2f}x" if base else ""
         above = f"{seconds / floor:.2f}x" if floor else ""
         record.line(
-            f"| {label} | {seconds:.1f} s | {seconds / n:.2f} s | {speed} | {above} "
-            f"| {seconds / runs.engine_seconds:.2f}x |"
+            f"| {text} | {seconds:.1f} s | {spread} | {seconds / n:.2f} s | {speed} | {above} "
+            f"| {seconds / engine_seconds:.2f}x |"
         )
     if floor is not None:
         record.line(
-            f"| physical floor (cells' CPU / {ncores} cores) | {floor:.1f} s | {floor / n:.2f} s | | | |"
+            f"| physical floor (cells' CPU / {ncores} cores) | {floor:.1f} s | | {floor / n:.2f} s | | | |"
         )
     record.line()
     if floor is None:
         record.line("- physical floor: unknown (the runner could not read the kernels' CPU time)")
     elif own is not None:
         record.line(
-            f"- the cells' CPU, summed: {warm:.1f} s on warm runners (the floor's), {own:.1f} s on the "
-            "engine's own runners (each runner's first kernels cold)"
+            f"- the cells' CPU, summed: {warm:.1f} s on warm runners (the floor's; the median of the "
+            f"rounds), {own:.1f} s on the engine's own runners (each runner's first kernels cold)"
         )
     # What a class of one is measured against: the same notebook's own time graded alone on warm
     # runners, in this warm process. Not the median notebook (often a blank one that stops early), nor
     # the notebook's time in a full run (beside its runner's warm-up, or sharing the cores).
     first = next(iter(runs.notebooks))
-    alone = runs.alone[0]
-    own = own_seconds(alone)
+    alone = runs.median("alone")[1][0]
+    own = statistics.median(own_seconds(o[0]) for _, o in runs.samples["alone"])
     median = statistics.median(own_seconds(o) for o in outcomes)
+    one_seconds, command_seconds = runs.seconds("one"), runs.seconds("command")
     record.line(
-        f"- fixed cost per run: {runs.one_seconds - own:.2f} s (a run of 1 notebook, {first}, "
-        f"{runs.one_seconds:.2f} s, minus that notebook's own time graded alone on warm runners {own:.2f} s; "
-        f"the median notebook's in the full run: {median:.2f} s)"
+        f"- fixed cost per run: {one_seconds - own:.2f} s (a run of 1 notebook, {first}, "
+        f"{one_seconds:.2f} s ({runs.spread('one')}), minus that notebook's own time graded alone on warm "
+        f"runners {own:.2f} s; the median notebook's in the full run: {median:.2f} s)"
     )
     record.line(
-        f"- fixed cost per run from the command line: {runs.command_seconds - own:.2f} s "
+        f"- fixed cost per run from the command line: {command_seconds - own:.2f} s "
         f"(`python -m autograder grade --own-runners` of 1 notebook in a fresh process "
-        f"{runs.command_seconds:.2f} s)"
+        f"{command_seconds:.2f} s ({runs.spread('command')}))"
     )
     medians = phase_medians(outcomes)
     record.line(
         "- the engine, median seconds per notebook: " + ", ".join(f"{p} {v:.2f}" for p, v in medians.items())
     )
-    if runs.command:
-        parts = fixed_cost_parts(runs.command[0], runs.command_seconds, alone)
-        record.line("- where the command line's fixed cost goes (its own runners): " + parts)
-    if runs.served:
-        record.line(
-            f"- fixed cost per run from the command line with resident runners: "
-            f"{runs.served_seconds - own:.2f} s (the same command, `autograder serve` running: "
-            f"{runs.served_seconds:.2f} s); where it goes: "
-            + fixed_cost_parts(runs.served[0], runs.served_seconds, alone)
-        )
+    parts = fixed_cost_parts(runs.median("command")[1][0], command_seconds, alone)
+    record.line("- where the command line's fixed cost goes (its own runners; the median run): " + parts)
+    served_seconds, served_outcomes = runs.median("command-served")
+    record.line(
+        f"- fixed cost per run from the command line with resident runners: "
+        f"{served_seconds - own:.2f} s (the same command, `autograder serve` running: "
+        f"{served_seconds:.2f} s ({runs.spread('command-served')})); where it goes (the median run): "
+        + fixed_cost_parts(served_outcomes[0], served_seconds, alone)
+    )
     differ = mismatches(runs)
-    record.line("- scores: " + ("identical in every row" if not differ else f"DIFFER: {differ}"))
+    record.line("- scores: " + ("identical in every run" if not differ else f"DIFFER: {differ}"))
     scaling_table(runs.scaling, ncores, record)
     return differ
 
@@ -450,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--submissions", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds of the engine's runs, each row their median (default 3)"
+    )
     parser.add_argument("--assignment", default=None, help="one assignment (default 04_custom_functions)")
     parser.add_argument(
         "--assignments", nargs="+", default=None, metavar="NAME", help="several, a table each"
