@@ -400,15 +400,15 @@ WARM_UP_SECONDS = 60.0
 
 def _warm_graders(done: threading.Event, checks: set[str] | None) -> None:
     """In a thread of its own, while the first kernels run: :func:`autograder.grading.warm_up` for the
-    run's ``checks``, and the import of nbgrader's API, which the gradebook step needs after grading
-    (about 1.5 s: nbgrader imports its server extensions); ``done`` is set at the end, however it ends.
-    A failure here is the grading's or the gradebook step's to report."""
+    run's ``checks``; ``done`` is set at the end, however it ends. A failure here is the grading's to
+    report. (nbgrader's API, which the gradebook step needs, is imported by the thread that registers the
+    assignments meanwhile: :func:`autograder.engine.pipeline.register`; importing it here as well made
+    two threads import the same modules at once.)"""
     try:
         from autograder.grading import warm_up
 
         warm_up(checks)
-        import nbgrader.api  # noqa: F401
-    except Exception:  # noqa: BLE001, S110 - grading or the gradebook step meets it again and says so
+    except Exception:  # noqa: BLE001, S110 - grading meets it again and says so
         pass
     finally:
         done.set()
