@@ -11,12 +11,12 @@ LIBRARY = "pyzmq"
 OTHER_VERSION = "0.0.1"
 
 
-def other_library_env(folder: Path) -> dict[str, str]:
-    """Environment variables under which :data:`LIBRARY` is installed as :data:`OTHER_VERSION`: its
-    metadata, as pip writes it, in a folder first on ``PYTHONPATH`` (what the process imports is
-    unchanged; what its metadata says, and so what the process reports, is the other version)."""
-    info = folder / "other-libraries" / f"{LIBRARY}-{OTHER_VERSION}.dist-info"
+def other_library_env(folder: Path, version: str = OTHER_VERSION) -> dict[str, str]:
+    """Environment variables under which :data:`LIBRARY` is installed as ``version``: its metadata, as
+    pip writes it, in a folder first on ``PYTHONPATH`` (what the process imports is unchanged; what its
+    metadata says, and so what the process reports, is the other version)."""
+    info = folder / "other-libraries" / f"{LIBRARY}-0.0.1.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {LIBRARY}\nVersion: {OTHER_VERSION}\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {LIBRARY}\nVersion: {version}\n")
     path = [str(info.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {"PYTHONPATH": os.pathsep.join(path)}

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 
 import nbformat
@@ -273,23 +274,32 @@ def test_refusals_stale_socket_and_idle_stop() -> None:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-def test_a_service_with_other_libraries_is_not_used_and_the_command_says_which() -> None:
+#: A version as a hostile metadata file could state it: an escape sequence, a bell, and far too long.
+HOSTILE_VERSION = "9.9\x1b[2J\x07" + "x" * 100
+
+
+@pytest.mark.parametrize(
+    ("theirs", "shown"),
+    [(OTHER_VERSION, OTHER_VERSION), (HOSTILE_VERSION, "9.9[2J" + "x" * 31 + "...")],
+    ids=["another", "hostile"],
+)
+def test_a_service_with_other_libraries_is_not_used_and_the_command_says_which(
+    theirs: str, shown: str
+) -> None:
     """A service started where another version of a library its kernels run is installed (``pip install``
     after ``serve`` started): its runners would run the old one, the command's references the new one.
-    The command runs its own runners and names the library and both versions, the service's printable."""
+    The command runs its own runners and names the library and both versions, the service's cut short
+    and without a control character."""
     runtime = own_folder("serve-libs-")
-    proc = start_service(runtime, "--workers", "1", "--kinds", "", env=other_library_env(runtime))
+    proc = start_service(runtime, "--workers", "1", "--kinds", "", env=other_library_env(runtime, theirs))
     try:
-        from importlib import metadata
-
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("XDG_RUNTIME_DIR", str(runtime))
             runners, line = resident.lease(1, lambda: True, runtime)
-        ours = metadata.version(LIBRARY)
         assert runners == [], line
         assert line == (
-            f"own runners: the resident service (pid {proc.pid}) has other libraries: {LIBRARY} "
-            f"{OTHER_VERSION}, this command {ours} (restart the service after installing)"
+            f"own runners: the resident service (pid {proc.pid}) has other libraries: {LIBRARY} {shown}, "
+            f"this command {metadata.version(LIBRARY)} (restart the service after installing)"
         )
     finally:
         stop_service(proc)
