@@ -389,6 +389,24 @@ def test_a_worker_with_other_libraries_gets_no_notebook_and_the_run_says_which(
         _end(other)
 
 
+def test_a_refused_workers_reason_is_printed_bounded_and_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """What a worker answered (its refusal, or the exception it raised) reaches the instructor's terminal
+    and the run's notes: one line, cut short, with no escape sequence or other control character."""
+    from types import SimpleNamespace
+
+    from autograder.engine.distributed import REASON_LENGTH, DaskExecutor
+
+    executor = SimpleNamespace(refused={})
+    DaskExecutor._refuse(executor, "tcp://10.0.0.9:4000", "is odd\x1b]0;owned\x07\nnext line " + "y" * 2000)
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "The Dask worker tcp://10.0.0.9:4000 gets no notebook of this run: it is odd]0;owned"
+    )
+    assert err.count("\n") == 1 and not any(ord(c) < 32 for c in err.rstrip("\n")), repr(err[:200])
+    reason = executor.refused["tcp://10.0.0.9:4000"]
+    assert len(reason) == REASON_LENGTH and reason.endswith("...")
+
+
 def _running(client) -> set[str]:
     """The students whose notebooks a worker executes now (not those in its queue)."""
 

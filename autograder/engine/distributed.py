@@ -39,8 +39,11 @@ from distributed import CancelledError, Client, KilledWorker, TimeoutError, Work
 
 from autograder.engine import jail
 from autograder.engine.executor import Executed, ExecutorLost, LocalExecutor, NotStarted, Work
+from autograder.engine.untrusted import one_line, terminal
 from autograder.engine.versions import code_version, library_difference, library_versions
 
+#: The longest reason a refused worker is given with (its answer, or the exception it raised, in words).
+REASON_LENGTH = 500
 #: How often a waiting grader thread looks at the cluster (lost scheduler, no worker).
 POLL_SECONDS = 5.0
 #: A cluster with no worker for this long stops the run (a job queue that never starts workers).
@@ -218,9 +221,12 @@ class DaskExecutor:
             )
 
     def _refuse(self, address: str, reason: str) -> None:
+        """Give the worker no notebook of this run, and say why on the terminal (the reason is the worker's
+        answer: bounded and printed as text, never as the terminal's commands)."""
         if address not in self.refused:
-            self.refused[address] = reason
-            sys.stderr.write(f"The Dask worker {address} gets no notebook of this run: it {reason}.\n")
+            self.refused[address] = one_line(reason, REASON_LENGTH)
+            line = f"The Dask worker {address} gets no notebook of this run: it {self.refused[address]}."
+            sys.stderr.write(terminal(line) + "\n")
 
     def _why(self) -> str:
         return "; ".join(f"{a} {r}" for a, r in sorted(self.refused.items()))
