@@ -396,3 +396,135 @@ def test_the_service_runs_only_a_grade_commands_own_job_files(
     again, _ = lease()  # the one runner is back
     again.close()
     assert service.poll() is None
+
+
+# -- scoring on the service's graders -----------------------------------------------------------------
+
+#: The grade command, run so that it says at its exit whether PyTorch was ever imported in its process.
+PROBED = (
+    "import atexit, runpy, sys; atexit.register(lambda: print('pytorch imported:', 'torch' in sys.modules, "
+    "file=sys.stderr)); runpy.run_module('autograder', run_name='__main__', alter_sys=True)"
+)
+
+
+def test_a_command_on_the_service_scores_there_and_never_imports_pytorch(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """The command's fixed cost on resident runners was mostly its graders' warm-up (PyTorch): on the
+    service's runners its cells are scored by the service's warm graders, its process never imports
+    PyTorch, and the scores are those of a command that scores everything itself."""
+    served = grade(class_folder, "course-scored", "--workers", "1")
+    own = grade(class_folder, "course-scored-own", "--workers", "1", "--own-runners")
+    for run in (served, own):
+        assert run.returncode == 0, run.stderr
+    probed = [sys.executable, "-c", PROBED, *GRADE[3:], "--workers", "1"]
+    probed[probed.index("course")] = "course-probed"
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(class_folder / "run"), "TMPDIR": str(class_folder)}
+    on_service = subprocess.run(
+        probed, cwd=class_folder, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert f"runners: 1 of the resident service's (pid {service.pid})" in on_service.stderr
+    assert "pytorch imported: False" in on_service.stderr, on_service.stderr
+    probed[probed.index("course-probed")] = "course-probed-own"
+    alone = subprocess.run([*probed, "--own-runners"], cwd=class_folder, env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert "pytorch imported: True" in alone.stderr, "the probe sees a command that scores itself"
+    assert scores(class_folder, "course-scored") == scores(class_folder, "course-scored-own")
+    assert scores(class_folder, "course-probed") == scores(class_folder, "course-scored-own")
+    assert "scoring:" not in served.stderr + on_service.stderr
+
+
+def test_the_services_scores_and_feedback_are_the_commands_own_for_every_kind_of_evidence(
+    class_folder: Path, service: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same cell graded here and on the service, for a right answer, a wrong one (with its
+    diagnosis), evidence a grader cannot use, and text no UTF-8 encoder takes (a lone surrogate): the same
+    score and the same feedback, every answer the service's (the scorer never fell back)."""
+    from test_verdicts import LINEAR, backward_wrong_axis, cell_event, linear_evidence
+
+    from autograder.grading.verdicts import grade_cell
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+    unusable = (
+        '{"check": "linear_layer", "seed": 7, "cases": "\ud800 not a list of cases"}'  # a raw surrogate
+    )
+    evidences = {
+        "right": linear_evidence(7),
+        "wrong": linear_evidence(7, backward_wrong_axis),
+        "unusable": unusable,
+    }
+    scorer = resident.ServiceScorer(service.pid)
+    try:
+        for what, text in evidences.items():
+            event = cell_event(LINEAR.grade_id, text)
+            here, there = grade_cell(LINEAR, event, None), grade_cell(LINEAR, event, None, scorer)
+            assert there == here, what
+            assert not scorer.gone, f"{what}: the service did not answer"
+    finally:
+        scorer.close()
+    assert here.feedback.startswith("not graded: unusable evidence ("), here.feedback
+    assert grade_cell(LINEAR, cell_event(LINEAR.grade_id, evidences["wrong"]), None).score < LINEAR.points
+
+
+def test_a_scorer_whose_service_does_not_answer_says_so_once_and_the_command_scores_itself(
+    class_folder: Path, service: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Another service now at the socket (its pid not the leased one's), or none: each cell is graded in
+    the command's process with the same outcome, and the command says once why."""
+    from test_verdicts import LINEAR, cell_event, linear_evidence
+
+    from autograder.grading.verdicts import grade_cell
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+    event = cell_event(LINEAR.grade_id, linear_evidence(7))
+    for scorer in (resident.ServiceScorer(service.pid + 100_000), resident.ServiceScorer(service.pid)):
+        if not scorer.gone and scorer.pid == service.pid:
+            monkeypatch.setenv("XDG_RUNTIME_DIR", str(class_folder / "nothing-here"))
+        results = [grade_cell(LINEAR, event, None, scorer) for _ in range(2)]
+        assert results == [grade_cell(LINEAR, event, None)] * 2
+        assert scorer.gone
+        said = capsys.readouterr().err
+        assert said.count(f"scoring: the resident service (pid {scorer.pid}) did not answer") == 1, said
+
+
+def test_the_service_bounds_a_scoring_request_and_goes_on(
+    class_folder: Path, service: subprocess.Popen[str]
+) -> None:
+    """A length over the bound, or not a number, ends that connection unanswered; a request cut short
+    too; the next connection is served."""
+
+    def ask(request: bytes) -> bytes:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+            sock, stream, _ = resident.connect()
+        sock.settimeout(60)
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        answer = stream.read()
+        sock.close()
+        return answer
+
+    assert ask(f"score {resident.SCORE_BYTES + 1} linear_layer\n".encode() + b"{}") == b""
+    assert ask(b"score -1 linear_layer\n") == b""
+    assert ask(b"score many linear_layer\n") == b""
+    assert ask(b"score 100 linear_layer\n{}") == b""  # closed before its 100 bytes
+    answer = ask(b"score 2 no_such_check\n{}")
+    assert answer == b'scored 21\n{"error": "KeyError"}', answer
+    assert service.poll() is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [],
+        {"score": 1.0},
+        {"score": True, "points": 1, "text": ""},
+        {"score": float("nan"), "points": 1, "text": ""},
+        {"score": 1, "points": 1, "text": 3},
+        {"score": 1, "points": 1, "text": "", "more": 1},
+        {"error": 3},
+    ],
+)
+def test_an_answer_not_shaped_as_a_score_is_not_taken(answer: object) -> None:
+    with pytest.raises(ValueError, match="not a score"):
+        resident._score_answer(answer)

@@ -59,6 +59,12 @@ ENTRY_POINTS = {
 _MODULE_OF = {name: module for module, names in ENTRY_POINTS.items() for name in names}
 
 
+def check_name(function: str) -> str | None:
+    """The name of the check that the ``check_*`` function ``function`` runs, or None when there is no such
+    function; without importing any check (``test_declarations`` holds :data:`ENTRY_POINTS` to them)."""
+    return function.removeprefix("check_") if function in _MODULE_OF else None
+
+
 def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
@@ -66,4 +72,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"autograder.checks.{module}"), name)
 
 
-__all__ = ["CHECKS", "Check", "Evidence", "all_checks", "run_check", *sorted(_MODULE_OF)]
+__all__ = ["CHECKS", "Check", "Evidence", "all_checks", "check_name", "run_check", *sorted(_MODULE_OF)]

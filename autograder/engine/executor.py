@@ -145,6 +145,9 @@ class LocalExecutor:
         self._warm_up = "behind"
         """When a runner it starts for a notebook warms its zygote up (:data:`WARM_UPS`; :meth:`threads`)."""
         self._stopped = False
+        self.scorer: Any = None
+        """The resident service's scorer (:class:`~autograder.engine.resident.ServiceScorer`) when this
+        executor runs on its runners and it scores too (:meth:`use_runners`); None: the grader scores."""
 
     def threads(self, workers: int, notebooks: int) -> int:
         """Twice as many threads as runners, and at most ``workers`` runners: a thread whose notebook has
@@ -170,10 +173,15 @@ class LocalExecutor:
 
     def use_runners(self, runners: list[Any]) -> None:
         """Run on ``runners`` (a resident service's, :class:`~autograder.engine.resident.ServiceRunner`),
-        one per thread of the grader, as on runners :meth:`start_runners` started."""
+        one per thread of the grader, as on runners :meth:`start_runners` started; and on its graders
+        (:attr:`scorer`), when it says it scores."""
+        from autograder.engine.resident import ServiceScorer
+
         with self._lock:
             self._runners.extend(runners)
             self._idle.extend(runners)
+        if runners and all(getattr(r, "scores", False) for r in runners) and self.scorer is None:
+            self.scorer = ServiceScorer(runners[0].pid)
 
     def run(self, work: Work) -> Executed:
         """Run the notebook as a job of its own, in a fresh job folder, on this thread's runner."""
@@ -297,6 +305,8 @@ class LocalExecutor:
                 runner.kill()
             else:
                 runner.stop()
+        if self.scorer is not None:
+            self.scorer.close()
         shutil.rmtree(self.work, ignore_errors=True)
 
 

@@ -283,7 +283,7 @@ class Grader:
         kind: str,
     ) -> Outcome:
         """Recompute the scores from the cells' evidence, outside the kernel, and assemble the outcome."""
-        result = grade_notebook(prepared.grade_cells, events)
+        result = grade_notebook(prepared.grade_cells, events, getattr(self.executor, "scorer", None))
         answers = [
             {"id": c.get("id", ""), "source": c.source} for c in prepared.notebook.cells if is_solution(c)
         ]
@@ -342,8 +342,9 @@ class Grader:
                     on_done(previous, True)
             else:
                 todo.append(sub)
-        if todo:
-            # The graders' first calls import more of PyTorch (seconds): done while the first kernels run.
+        if todo and getattr(self.executor, "scorer", None) is None:
+            # The graders' first calls import more of PyTorch (seconds): done while the first kernels run
+            # (a resident service that scores has done them already).
             self.warmed.clear()
             threading.Thread(
                 target=_warm_graders, args=(self.warmed, self._checks(todo)), name="warm-graders", daemon=True

@@ -11,18 +11,23 @@ kernels) or ``refused SENTENCE``;
 ``run SECONDS PATH`` runs the job file PATH on the leased runner, killed after SECONDS, and is answered
 ``done 0|1 LAST LINE`` (whether it was killed, the runner's last log line) or ``refused SENTENCE`` (a job
 path the service will not run). A connection that closes during a job has that job killed and its
-runner replaced by a fresh one: a command that dies leaves no work behind.
+runner replaced by a fresh one: a command that dies leaves no work behind. Before a ``lease`` (or
+instead), ``score LENGTH CHECK`` and LENGTH bytes of a graded call's evidence (UTF-8) are answered
+``scored LENGTH`` and LENGTH bytes of JSON, the score the service's graders give it
+(:func:`autograder.grading.verdicts.score_evidence`); as many as the command asks, on one connection.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import stat
 import struct
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,11 @@ LINE = 4096
 NONE_RUNNING = "none running"
 #: How long the command waits for a job's answer beyond its hard limit before it gives the service up.
 GRACE = 60.0
+#: The longest scoring request or answer, in bytes: a graded call's evidence is at most 8 Mi characters
+#: (``autograder.checks.evidence.MAX_EVIDENCE_BYTES``), each at most 4 bytes in UTF-8.
+SCORE_BYTES = 4 * 8 * 2**20
+#: How long the command waits for a score before it scores the rest itself.
+SCORE_SECONDS = 300.0
 
 
 def socket_folder() -> Path:
@@ -165,9 +175,13 @@ class ServiceRunner:
     :class:`~autograder.engine.executor.RunnerProcess`. When the service goes away, the job it ran ends
     as a runner failure and the next ones run on a runner of this command's own."""
 
-    def __init__(self, sock: socket.socket, stream: Any, pid: int, log: Path, zygote: bool) -> None:
+    def __init__(
+        self, sock: socket.socket, stream: Any, pid: int, log: Path, zygote: bool, scores: bool = False
+    ) -> None:
         self.sock, self.stream, self.pid = sock, stream, pid
         self.log, self.zygote = log, zygote
+        self.scores = scores
+        """Whether the service scores graded cells too (its ``hello`` says so): :class:`ServiceScorer`."""
         self.fallback: Any = None
         """The command's own runner, once the service is gone."""
         self.killed = False
@@ -186,7 +200,7 @@ class ServiceRunner:
             _send(sock, "lease")
             if read_line(stream) == "leased":
                 sock.settimeout(None)
-                return cls(sock, stream, int(hello["pid"]), log, zygote)
+                return cls(sock, stream, int(hello["pid"]), log, zygote, hello.get("scores") is True)
         except OSError:
             pass
         sock.close()
@@ -246,3 +260,95 @@ class ServiceRunner:
         self._close()
         if self.fallback is not None:
             self.fallback.stop()
+
+
+class ServiceScorer:
+    """Scores graded cells on the warm graders of the resident service whose runners a command leased
+    (:data:`autograder.grading.verdicts.Scorer`), so that the command never imports PyTorch: one
+    connection per grader thread, kept for the next cell. When the service does not answer (gone, or
+    another one now holds the socket), it says so once and answers None from then on: the command
+    scores the rest itself, with the same outcome (the service runs this command's code and libraries:
+    :func:`mismatch`)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.gone = False
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+
+    def __call__(self, check: str, text: str) -> dict[str, Any] | None:
+        """What the service's graders give the evidence ``text`` of ``check``; None when it did not answer."""
+        for _ in range(2):  # a kept connection the service has since closed (idle): once more, afresh
+            if self.gone:
+                return None
+            try:
+                return self._ask(check, text)
+            except (OSError, ValueError, UnicodeError, Refused):
+                self._drop()
+        with self._lock:
+            said, self.gone = self.gone, True
+        if not said:
+            print(
+                f"scoring: the resident service (pid {self.pid}) did not answer; this command scores the "
+                "rest itself",
+                file=sys.stderr,
+                flush=True,
+            )
+        return None
+
+    def _ask(self, check: str, text: str) -> dict[str, Any]:
+        sock, stream = self._connection()
+        body = text.encode("utf-8", errors="surrogatepass")
+        if len(body) > SCORE_BYTES or not check.isidentifier():
+            raise ValueError("not a request the service takes")
+        sock.sendall(f"score {len(body)} {check}\n".encode() + body)
+        word, _, length = read_line(stream).partition(" ")
+        size = int(length)
+        if word != "scored" or not 0 <= size <= SCORE_BYTES:
+            raise ValueError(f"the service answered {word[:20]!r}")
+        raw = stream.read(size)
+        if len(raw) != size:
+            raise ConnectionError("closed")
+        return _score_answer(json.loads(raw))
+
+    def _connection(self) -> tuple[socket.socket, Any]:
+        held = getattr(self._local, "held", None)
+        if held is None:
+            sock, stream, hello = connect()
+            if hello.get("pid") != self.pid or hello.get("scores") is not True:
+                sock.close()
+                raise Refused("another service")
+            sock.settimeout(SCORE_SECONDS)
+            held = self._local.held = (sock, stream)
+            with self._lock:
+                self._sockets.append(sock)
+        return held
+
+    def _drop(self) -> None:
+        held = getattr(self._local, "held", None)
+        self._local.held = None
+        if held is not None:
+            held[0].close()
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            sock.close()
+
+
+def _score_answer(answer: Any) -> dict[str, Any]:
+    """The service's answer to a scoring request, checked for the shape :func:`score_evidence` gives
+    (``{"score", "points", "text"}`` or ``{"error": NAME}``); a ValueError for anything else."""
+    if isinstance(answer, dict) and set(answer) == {"error"} and isinstance(answer["error"], str):
+        return {"error": answer["error"][:200]}
+    if not (isinstance(answer, dict) and set(answer) == {"score", "points", "text"}):
+        raise ValueError("not a score")
+    numbers = [answer["score"], answer["points"]]
+    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) for n in numbers):
+        raise ValueError("not a score")
+    if not isinstance(answer["text"], str):
+        raise ValueError("not a score")
+    return answer

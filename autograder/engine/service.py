@@ -6,7 +6,9 @@ ipykernel and for its first kernels to run cold (docs/speed.md); runners that ou
 once. The service listens on a Unix socket in a folder only its user can enter
 (:func:`~autograder.engine.resident.socket_path`), answers only peers of its own user id (``SO_PEERCRED``)
 and runs only job files of a ``grading-*`` scratch folder of that user, written as the grade command writes
-them (:func:`job_problem`). Each connection leases one runner; a connection that closes during a job has
+them (:func:`job_problem`). It also scores graded cells for those commands, on graders it has imported
+and warmed (:meth:`Service.score`), so that a command on its runners never imports PyTorch. Each
+connection leases one runner; a connection that closes during a job has
 the job killed and the runner replaced by a fresh, warm one, so no command's work outlives it or reaches
 the next. The protocol is :mod:`autograder.engine.resident`'s.
 
@@ -36,6 +38,7 @@ from autograder.engine.contract import Job
 from autograder.engine.executor import RunnerProcess
 from autograder.engine.resident import (
     LINE,
+    SCORE_BYTES,
     _send,
     folder_problem,
     peer_uid,
@@ -123,12 +126,16 @@ class Service:
             "python": sys.executable,
             "jail": jail.jail_available(),
             "runners": workers,
+            "scores": True,
         }
+        self.graders_warm = threading.Event()
+        """Set once the graders are imported and warmed (:meth:`_warm_graders`): scoring waits for it."""
 
     def start(self) -> None:
         """Claim the socket (refusing when a live service holds it, taking over a stale one), then start
         the runners and wait until every zygote has warmed up; only then listen."""
         self._claim()
+        threading.Thread(target=self._warm_graders, name="warm-graders", daemon=True).start()
         for i in range(self.workers):
             runner = RunnerProcess(self.work / f"runner-{i}.log", True, self.kinds, warm="first")
             runner.proc = runner._start()
@@ -164,6 +171,18 @@ class Service:
         os.write(fd, f"{os.getpid()}\n".encode())
         self.lock_fd = fd
         self.path.unlink(missing_ok=True)  # a stale socket: the service that made it no longer holds the lock
+
+    def _warm_graders(self) -> None:
+        """Import the graders and make their first calls (:func:`autograder.grading.warm_up`, every check),
+        beside the runners' warm-up; a failure here is each scoring request's to meet and answer."""
+        try:
+            from autograder.grading import warm_up
+
+            warm_up(None)
+        except Exception:  # noqa: BLE001, S110 - scoring meets it again and answers with it
+            pass
+        finally:
+            self.graders_warm.set()
 
     def _await_ready(self, runner: RunnerProcess, seconds: float = 600.0) -> bool:
         """Wait for a runner started with ``--warm-up first`` to say its zygotes are warm; kill it if not."""
@@ -224,7 +243,11 @@ class Service:
         _send(conn, "hello " + json.dumps(self.hello))
         conn.settimeout(60.0)
         stream = conn.makefile("rb")
-        if read_line(stream) != "lease":
+        word, _, rest = read_line(stream).partition(" ")
+        while word == "score":
+            self._answer_score(conn, stream, rest)
+            word, _, rest = read_line(stream).partition(" ")
+        if word != "lease":
             return
         with self.lock:
             self.changed.wait_for(lambda: self.free or not self.replacing, timeout=300)
@@ -239,6 +262,30 @@ class Service:
             self._serve_lease(conn, stream, runner, uid)
         finally:
             self._give_back(runner)
+
+    def _answer_score(self, conn: socket.socket, stream: object, rest: str) -> None:
+        """``score LENGTH CHECK``, then LENGTH bytes of evidence (UTF-8): answer ``scored LENGTH`` and the
+        score as :meth:`score` gives it. A length out of bounds ends the connection (a ValueError)."""
+        length, _, check = rest.partition(" ")
+        size = int(length)
+        if not 0 <= size <= SCORE_BYTES:
+            raise ValueError(f"a scoring request of {size} bytes")
+        body = stream.read(size)  # type: ignore[attr-defined]
+        if len(body) != size:
+            raise ConnectionError("closed")
+        with self.lock:
+            self.last = time.monotonic()
+        answer = json.dumps(self.score(check, body.decode("utf-8", errors="surrogatepass"))).encode()
+        conn.sendall(f"scored {len(answer)}\n".encode() + answer)
+
+    def score(self, check: str, text: str) -> dict[str, object]:
+        """Grade the evidence ``text`` with the grader of ``check``, as the command would in its own process
+        (:func:`autograder.grading.verdicts.score_evidence`): the same code and libraries (its ``hello``
+        says which, and the command checked), the graders already imported and warm."""
+        self.graders_warm.wait(timeout=600)
+        from autograder.grading.verdicts import score_evidence
+
+        return score_evidence(check, text)
 
     def _give_back(self, runner: RunnerProcess) -> None:
         """Put a leased runner back, replaced by a fresh, warm one when its job was killed."""

@@ -3,16 +3,19 @@
 A test cell's score here never comes from anything the kernel claims (printed scores, the cell's
 value, its reply status). For each graded cell the engine takes the evidence of the cell's final
 ``check_*`` call, with the check and seed that the course's own cell source names, and grades it
-with the check's ``grade`` function in this process. A cell without that evidence scores 0, and
-the reason says why (it never ran, it raised, the kernel died...).
+with the check's ``grade`` function in this process (or in the process of a resident runner service
+whose code and libraries are this command's, where the command runs on its runners: :func:`grade_cell`).
+A cell without that evidence scores 0, and the reason says why (it never ran, it raised, the kernel
+died...).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from autograder.checks import all_checks
+from autograder.checks import all_checks, check_name
 from autograder.checks.evidence import EvidenceError, loads
 from autograder.checks.report import Report
 from autograder.engine import untrusted
@@ -61,13 +64,17 @@ def describe_stop(end: dict[str, Any]) -> str | None:
     return stop.sentence() if stop else None
 
 
-def grade_cell(cell: GradeCell, event: CellEvent | None, stop: str | None) -> CellResult:
-    """Score one graded cell from the runner's event for it (None when the cell never ran)."""
+def grade_cell(
+    cell: GradeCell, event: CellEvent | None, stop: str | None, scorer: Scorer | None = None
+) -> CellResult:
+    """Score one graded cell from the runner's event for it (None when the cell never ran); its evidence
+    is graded by ``scorer`` where one is given and answers (a resident service's warm graders), else here
+    (:func:`score_evidence`), with the same outcome."""
     if event is None:
         why = f"not graded: {stop}" if stop else "not graded: the cell did not run"
         return CellResult(cell.grade_id, cell.points, 0.0, why)
     call = cell.final_call
-    check = check_for(call.function) if call else None
+    check = check_name(call.function) if call else None
     if check is None:
         return CellResult(cell.grade_id, cell.points, 0.0, "this test cell names no known check")
     matching, malformed = [], None
@@ -79,10 +86,10 @@ def grade_cell(cell: GradeCell, event: CellEvent | None, stop: str | None) -> Ce
             continue
         if (
             isinstance(evidence, dict)
-            and evidence.get("check") == check.name
+            and evidence.get("check") == check
             and evidence.get("seed") == call.seed
         ):
-            matching.append(evidence)
+            matching.append((evidence, text))
     if not matching:
         if event.status in ("timeout", "dead", "output_limit") and stop:
             return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {stop}")
@@ -93,21 +100,43 @@ def grade_cell(cell: GradeCell, event: CellEvent | None, stop: str | None) -> Ce
         else:
             why = "the test cell recorded no result for its check"
         return CellResult(cell.grade_id, cell.points, 0.0, f"not graded: {why}")
-    try:
-        report = grade(check, matching[-1])
-    except Exception as exc:  # noqa: BLE001 - malformed evidence from the kernel scores 0, with the reason
+    evidence, text = matching[-1]
+    scored = scorer(check, text) if scorer is not None else None
+    if scored is None:
+        scored = _scored(lambda: grade(check, evidence))
+    if "error" in scored:  # malformed evidence from the kernel scores 0, with the reason
         return CellResult(
-            cell.grade_id, cell.points, 0.0, f"not graded: unusable evidence ({type(exc).__name__})"
+            cell.grade_id, cell.points, 0.0, f"not graded: unusable evidence ({scored['error']})"
         )
-    score = _scaled(report, cell.points)
-    return CellResult(cell.grade_id, cell.points, score, report.render(), passed=score >= cell.points)
+    score = _scaled(scored["score"], scored["points"], cell.points)
+    return CellResult(cell.grade_id, cell.points, score, scored["text"], passed=score >= cell.points)
 
 
-def _scaled(report: Report, points: float) -> float:
-    """The report's score on the cell's scale (they agree when the course is consistent)."""
-    if report.points <= 0:
+Scorer = Callable[[str, str], "dict[str, Any] | None"]
+"""Grades one graded call's evidence elsewhere: ``(check, evidence text)`` to what :func:`score_evidence`
+gives, or None when it could not (the cell is then graded in this process)."""
+
+
+def score_evidence(check: str, text: str) -> dict[str, Any]:
+    """The evidence ``text`` graded with the grader of ``check``: ``{"score", "points", "text"}`` (the
+    report's score, its points and its rendered feedback), or ``{"error": NAME}`` when the grader raised
+    (evidence the kernel made up). What a resident service answers a command's scoring request with."""
+    return _scored(lambda: grade(check, loads(text)))
+
+
+def _scored(report: Callable[[], Report]) -> dict[str, Any]:
+    try:
+        made = report()
+    except Exception as exc:  # noqa: BLE001 - malformed evidence from the kernel scores 0, with the reason
+        return {"error": type(exc).__name__}
+    return {"score": made.score, "points": made.points, "text": made.render()}
+
+
+def _scaled(score: float, points: float, cell_points: float) -> float:
+    """A report's ``score`` of ``points`` on the cell's scale (they agree when the course is consistent)."""
+    if points <= 0:
         return 0.0
-    return round(min(max(report.score * points / report.points, 0.0), points), 2)
+    return round(min(max(score * cell_points / points, 0.0), cell_points), 2)
 
 
 #: The longest a text of the kernel's may be in an event, by field: a learner's error (the runner cuts
@@ -137,11 +166,12 @@ def clean_event(event: E) -> E:
     return event
 
 
-def grade_notebook(cells: list[GradeCell], events: EventLog) -> NotebookResult:
-    """Score every graded cell of one notebook from the runner's events (:func:`clean_event` first)."""
+def grade_notebook(cells: list[GradeCell], events: EventLog, scorer: Scorer | None = None) -> NotebookResult:
+    """Score every graded cell of one notebook from the runner's events (:func:`clean_event` first), with
+    ``scorer`` where one is given (:func:`grade_cell`)."""
     by_id = {e.id: e for e in map(clean_event, events.cells)}
     end = events.end
     stopped = clean_event(end).stop if end else Stop(StopReason.KILLED)
     stop = stopped.sentence() if stopped else None
-    results = [grade_cell(cell, by_id.get(cell.grade_id), stop) for cell in cells]
+    results = [grade_cell(cell, by_id.get(cell.grade_id), stop, scorer) for cell in cells]
     return NotebookResult(results, stopped)
