@@ -41,6 +41,10 @@ row's range.
   while the other runs run), its runners leased as the grade command leases them; and the command
   line's fixed cost again, with that service running, and where it goes (the command without it runs
   ``--own-runners``, so that a service of the machine is not used);
+* the machine's CPU during the median run of the engine's rows (every process's: kernels, runners,
+  zygotes, the grader; from ``/proc/stat``, so only on a quiet machine is it the run's alone): what
+  the engine spends a notebook beyond its cells' CPU, and the fastest the run could be with every
+  core busy throughout (its CPU over the cores), against the floor;
 * the Dask executor on a local cluster of ``--workers`` worker processes (``dask.distributed``'s
   ``LocalCluster``), or on the cluster at ``--scheduler ADDRESS``, against the local engine;
 * a scaling table: the Dask executor on local clusters of 1, 2 and 4 workers, against the machine's
@@ -63,8 +67,9 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from autograder.engine import light
@@ -253,15 +258,25 @@ class Runs:
     nbgrader: tuple[float, dict] | None = None
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     scaling: list[tuple[int, float, list]] = field(default_factory=list)
+    busy: dict[str, list[float | None]] = field(default_factory=dict)
+    """The machine's busy CPU seconds during each sample (:func:`machine_busy`), by kind, in order."""
 
-    def add(self, kind: str, sample: Sample) -> None:
+    def add(self, kind: str, sample: Sample, busy: float | None = None) -> None:
         self.samples.setdefault(kind, []).append(sample)
+        self.busy.setdefault(kind, []).append(busy)
+
+    def _middle(self, kind: str) -> int:
+        """The index of the sample of median wall time (the lower middle one of an even number)."""
+        ordered = sorted(range(len(self.samples[kind])), key=lambda i: self.samples[kind][i][0])
+        return ordered[(len(ordered) - 1) // 2]
 
     def median(self, kind: str) -> Sample:
-        """The sample of median wall time (the lower middle one of an even number): a run that happened,
-        so that its outcomes are that run's own."""
-        ordered = sorted(self.samples[kind], key=lambda sample: sample[0])
-        return ordered[(len(ordered) - 1) // 2]
+        """The sample of median wall time: a run that happened, so that its outcomes are that run's own."""
+        return self.samples[kind][self._middle(kind)]
+
+    def median_busy(self, kind: str) -> float | None:
+        """The machine's busy CPU seconds during :meth:`median`'s run."""
+        return self.busy[kind][self._middle(kind)]
 
     def seconds(self, kind: str) -> float:
         return self.median(kind)[0]
@@ -270,6 +285,26 @@ class Runs:
         """The fastest and slowest sample, or that there was one."""
         times = [seconds for seconds, _ in self.samples[kind]]
         return f"{min(times):.1f}-{max(times):.1f} s" if len(times) > 1 else "one run"
+
+
+def machine_busy() -> float | None:
+    """The CPU seconds this machine has been busy since it started, all cores together: ``/proc/stat``'s
+    total less its idle and I/O-wait time. None where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        ticks = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+    return (sum(fields[:8]) - fields[3] - fields[4]) / ticks  # guest time is already in user time
+
+
+def busy_during(run: Callable[[], Sample]) -> tuple[Sample, float | None]:
+    """``run``'s sample, and the machine's busy CPU seconds while it ran."""
+    before = machine_busy()
+    sample = run()
+    after = machine_busy()
+    return sample, None if before is None or after is None else after - before
 
 
 def warm_process() -> None:
@@ -299,10 +334,13 @@ def measure(args: argparse.Namespace, work: Path, assignment: str) -> Runs:
             def course(kind: str, r: int = r) -> Path:
                 return _course(work, f"{kind}-{r}")
 
-            runs.add("engine", run_engine(course("engine"), assignment, notebooks, workers))
+            runs.add(
+                "engine", *busy_during(partial(run_engine, course("engine"), assignment, notebooks, workers))
+            )
             runs.add("one", run_engine(course("one"), assignment, first, workers))
             runs.add("command", run_command_line(course("command"), assignment, first))
-            runs.add("served", run_engine(course("served"), assignment, notebooks, workers, service=service))
+            served = partial(run_engine, course("served"), assignment, notebooks, workers, service=service)
+            runs.add("served", *busy_during(served))
             runs.add("alone", run_engine(course("alone"), assignment, first, workers, service=service))
             runs.add("command-served", run_command_line(course("command-served"), assignment, first, service))
             if args.scheduler:
@@ -393,6 +431,25 @@ def fixed_cost_parts(one, command_seconds: float, same) -> str:  # noqa: ANN001
     )
 
 
+def machine_cpu(runs: Runs, n: int, ncores: int, floor: float | None) -> str | None:
+    """The line on the machine's CPU during the median runs of the engine's two local rows: beyond the
+    cells' own, a notebook, and the run's least wall time with every core busy, against the floor."""
+    parts = []
+    for kind, text in (("engine", "own runners"), ("served", "resident runners")):
+        busy, cells = runs.median_busy(kind), cells_cpu(runs.median(kind)[1])
+        if busy is None or cells is None or floor is None:
+            return None
+        parts.append(
+            f"{text} {busy:.1f} s, {(busy - cells) / n:.2f} s a notebook beyond its cells' "
+            f"{cells / n:.2f} s, so no less than {busy / ncores:.1f} s with all {ncores} cores busy "
+            f"throughout ({busy / ncores / floor:.2f}x the floor)"
+        )
+    return (
+        "- the machine's CPU during the median run (every process: kernels, runners, zygotes, the grader; "
+        "a quiet machine's alone): " + "; ".join(parts)
+    )
+
+
 def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
     """Print and keep the comparison table (each engine row the median of its rounds, with their range),
     the fixed cost, the scaling table and where a notebook's time goes; return the runs whose scores
@@ -437,6 +494,9 @@ def report(runs: Runs, args: argparse.Namespace, record) -> dict[str, dict]:
             f"- the cells' CPU, summed: {warm:.1f} s on warm runners (the floor's; the median of the "
             f"rounds), {own:.1f} s on the engine's own runners (each runner's first kernels cold)"
         )
+    machine = machine_cpu(runs, n, ncores, floor)
+    if machine:
+        record.line(machine)
     # What a class of one is measured against: the same notebook's own time graded alone on warm
     # runners, in this warm process. Not the median notebook (often a blank one that stops early), nor
     # the notebook's time in a full run (beside its runner's warm-up, or sharing the cores).

@@ -444,7 +444,6 @@ def test_the_services_scores_and_feedback_are_the_commands_own_for_every_kind_of
 
     from autograder.grading.verdicts import grade_cell
 
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
     unusable = (
         '{"check": "linear_layer", "seed": 7, "cases": "\ud800 not a list of cases"}'  # a raw surrogate
     )
@@ -453,13 +452,17 @@ def test_the_services_scores_and_feedback_are_the_commands_own_for_every_kind_of
         "wrong": linear_evidence(7, backward_wrong_axis),
         "unusable": unusable,
     }
-    scorer = resident.ServiceScorer(service.pid)
+    # The socket the runners were leased from, whatever the environment says by the time a cell is scored.
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    scorer = resident.ServiceScorer(service.pid, class_folder / "run" / "autograder" / "runners.sock")
     try:
         for what, text in evidences.items():
             event = cell_event(LINEAR.grade_id, text)
             here, there = grade_cell(LINEAR, event, None), grade_cell(LINEAR, event, None, scorer)
             assert there == here, what
             assert not scorer.gone, f"{what}: the service did not answer"
+            for sock, _ in scorer._idle:  # a kept connection the service has closed meanwhile (idle)
+                sock.shutdown(socket.SHUT_RDWR)
     finally:
         scorer.close()
     assert here.feedback.startswith("not graded: unusable evidence ("), here.feedback
@@ -467,7 +470,7 @@ def test_the_services_scores_and_feedback_are_the_commands_own_for_every_kind_of
 
 
 def test_a_scorer_whose_service_does_not_answer_says_so_once_and_the_command_scores_itself(
-    class_folder: Path, service: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch, capsys
+    class_folder: Path, service: subprocess.Popen[str], capsys
 ) -> None:
     """Another service now at the socket (its pid not the leased one's), or none: each cell is graded in
     the command's process with the same outcome, and the command says once why."""
@@ -475,11 +478,13 @@ def test_a_scorer_whose_service_does_not_answer_says_so_once_and_the_command_sco
 
     from autograder.grading.verdicts import grade_cell
 
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(class_folder / "run"))
+    path = class_folder / "run" / "autograder" / "runners.sock"
     event = cell_event(LINEAR.grade_id, linear_evidence(7))
-    for scorer in (resident.ServiceScorer(service.pid + 100_000), resident.ServiceScorer(service.pid)):
-        if not scorer.gone and scorer.pid == service.pid:
-            monkeypatch.setenv("XDG_RUNTIME_DIR", str(class_folder / "nothing-here"))
+    nowhere = class_folder / "nothing-here" / "runners.sock"
+    for scorer in (
+        resident.ServiceScorer(service.pid + 100_000, path),
+        resident.ServiceScorer(service.pid, nowhere),
+    ):
         results = [grade_cell(LINEAR, event, None, scorer) for _ in range(2)]
         assert results == [grade_cell(LINEAR, event, None)] * 2
         assert scorer.gone

@@ -181,7 +181,7 @@ class LocalExecutor:
             self._runners.extend(runners)
             self._idle.extend(runners)
         if runners and all(getattr(r, "scores", False) for r in runners) and self.scorer is None:
-            self.scorer = ServiceScorer(runners[0].pid)
+            self.scorer = ServiceScorer(runners[0].pid, runners[0].path)
 
     def run(self, work: Work) -> Executed:
         """Run the notebook as a job of its own, in a fresh job folder, on this thread's runner."""

@@ -91,16 +91,17 @@ def _send(sock: socket.socket, line: str) -> None:
     sock.sendall(line.encode()[: LINE - 1] + b"\n")
 
 
-def connect(timeout: float = 5.0) -> tuple[socket.socket, Any, dict[str, Any]]:
-    """Connect to this user's service and read its hello; raise :class:`Refused` (with the sentence
-    the grade command prints) when there is none to use."""
-    why = folder_problem(socket_folder())
+def connect(timeout: float = 5.0, path: Path | None = None) -> tuple[socket.socket, Any, dict[str, Any]]:
+    """Connect to this user's service (or to the one at ``path``) and read its hello; raise
+    :class:`Refused` (with the sentence the grade command prints) when there is none to use."""
+    path = path or socket_path()
+    why = folder_problem(path.parent)
     if why:
         raise Refused(why)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        sock.connect(str(socket_path()))
+        sock.connect(str(path))
         if peer_uid(sock) != os.geteuid():
             raise Refused("its socket is held by another user")
         stream = sock.makefile("rb")
@@ -182,6 +183,8 @@ class ServiceRunner:
         self.log, self.zygote = log, zygote
         self.scores = scores
         """Whether the service scores graded cells too (its ``hello`` says so): :class:`ServiceScorer`."""
+        self.path = socket_path()
+        """Where the service listened when this runner was leased."""
         self.fallback: Any = None
         """The command's own runner, once the service is gone."""
         self.killed = False
@@ -264,28 +267,36 @@ class ServiceRunner:
 
 class ServiceScorer:
     """Scores graded cells on the warm graders of the resident service whose runners a command leased
-    (:data:`autograder.grading.verdicts.Scorer`), so that the command never imports PyTorch: one
-    connection per grader thread, kept for the next cell. When the service does not answer (gone, or
-    another one now holds the socket), it says so once and answers None from then on: the command
-    scores the rest itself, with the same outcome (the service runs this command's code and libraries:
+    (:data:`autograder.grading.verdicts.Scorer`), so that the command never imports PyTorch: a
+    connection per cell scored at once, kept for the next. When the service does not answer (gone, or
+    another one now at its socket), it says so once and answers None from then on: the command scores
+    the rest itself, with the same outcome (the service runs this command's code and libraries:
     :func:`mismatch`)."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, path: Path) -> None:
+        self.pid, self.path = pid, path
         self.gone = False
-        self._local = threading.local()
         self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
+        self._idle: list[tuple[socket.socket, Any]] = []
+        """Connections that answered and are free for the next cell."""
 
     def __call__(self, check: str, text: str) -> dict[str, Any] | None:
         """What the service's graders give the evidence ``text`` of ``check``; None when it did not answer."""
         for _ in range(2):  # a kept connection the service has since closed (idle): once more, afresh
             if self.gone:
                 return None
+            with self._lock:
+                held = self._idle.pop() if self._idle else None
             try:
-                return self._ask(check, text)
+                held = held or self._connect()
+                answer = self._ask(held, check, text)
             except (OSError, ValueError, UnicodeError, Refused):
-                self._drop()
+                if held is not None:
+                    held[0].close()
+                continue
+            with self._lock:
+                self._idle.append(held)
+            return answer
         with self._lock:
             said, self.gone = self.gone, True
         if not said:
@@ -297,8 +308,17 @@ class ServiceScorer:
             )
         return None
 
-    def _ask(self, check: str, text: str) -> dict[str, Any]:
-        sock, stream = self._connection()
+    def _connect(self) -> tuple[socket.socket, Any]:
+        sock, stream, hello = connect(path=self.path)
+        if hello.get("pid") != self.pid or hello.get("scores") is not True:
+            sock.close()
+            raise Refused("another service")
+        sock.settimeout(SCORE_SECONDS)
+        return sock, stream
+
+    @staticmethod
+    def _ask(held: tuple[socket.socket, Any], check: str, text: str) -> dict[str, Any]:
+        sock, stream = held
         body = text.encode("utf-8", errors="surrogatepass")
         if len(body) > SCORE_BYTES or not check.isidentifier():
             raise ValueError("not a request the service takes")
@@ -312,30 +332,11 @@ class ServiceScorer:
             raise ConnectionError("closed")
         return _score_answer(json.loads(raw))
 
-    def _connection(self) -> tuple[socket.socket, Any]:
-        held = getattr(self._local, "held", None)
-        if held is None:
-            sock, stream, hello = connect()
-            if hello.get("pid") != self.pid or hello.get("scores") is not True:
-                sock.close()
-                raise Refused("another service")
-            sock.settimeout(SCORE_SECONDS)
-            held = self._local.held = (sock, stream)
-            with self._lock:
-                self._sockets.append(sock)
-        return held
-
-    def _drop(self) -> None:
-        held = getattr(self._local, "held", None)
-        self._local.held = None
-        if held is not None:
-            held[0].close()
-
     def close(self) -> None:
-        """Close every thread's connection."""
+        """Close the kept connections."""
         with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
+            idle, self._idle = self._idle, []
+        for sock, _ in idle:
             sock.close()
 
 
