@@ -492,6 +492,35 @@ def test_a_scorer_whose_service_does_not_answer_says_so_once_and_the_command_sco
         assert said.count(f"scoring: the resident service (pid {scorer.pid}) did not answer") == 1, said
 
 
+def test_a_service_whose_graders_cannot_load_scores_nothing_and_the_command_scores_itself(
+    class_folder: Path,
+) -> None:
+    """The service's own PyTorch is broken (its import raises): it says so and refuses every scoring
+    request, so that its failure never reads as a learner's unusable evidence; the command runs on its
+    runners, says the service did not answer, and scores the cells itself, right."""
+    runtime = own_folder("serve-no-graders-")
+    fake = runtime / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('a broken PyTorch')\n")
+    proc = start_service(runtime, "--workers", "1", "--kinds", "numpy", "--idle", "0",
+                         env={"PYTHONPATH": str(fake.parent)})  # fmt: skip
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "TMPDIR": str(class_folder)}
+    command = [*GRADE, "--workers", "1"]
+    command[7] = "course-no-graders"
+    try:
+        run = subprocess.run(command, cwd=class_folder, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        out = stop_service(proc)
+        shutil.rmtree(runtime, ignore_errors=True)
+    said = "the graders could not be loaded (ImportError: a broken PyTorch): this service scores nothing"
+    assert said in out, out
+    assert run.returncode == 0, run.stderr
+    assert f"runners: 1 of the resident service's (pid {proc.pid})" in run.stderr
+    assert run.stderr.count(f"scoring: the resident service (pid {proc.pid}) did not answer") == 1, run.stderr
+    graded = {line.split(",")[0]: line.split(",")[4] for line in scores(class_folder, "course-no-graders")}
+    assert (graded["ada"], graded["bob"]) == ("7", "0"), graded
+
+
 def test_the_service_bounds_a_scoring_request_and_goes_on(
     class_folder: Path, service: subprocess.Popen[str]
 ) -> None:

@@ -130,10 +130,12 @@ class Service:
         }
         self.graders_warm = threading.Event()
         """Set once the graders are imported and warmed (:meth:`_warm_graders`): scoring waits for it."""
+        self.graders_failed: str | None = None
+        """Why the graders could not be imported or warmed (None when they were): no request is scored."""
 
     def start(self) -> None:
         """Claim the socket (refusing when a live service holds it, taking over a stale one), then start
-        the runners and wait until every zygote has warmed up; only then listen."""
+        the runners and wait until every zygote and the graders have warmed up; only then listen."""
         self._claim()
         threading.Thread(target=self._warm_graders, name="warm-graders", daemon=True).start()
         for i in range(self.workers):
@@ -142,6 +144,7 @@ class Service:
             self.runners.append(runner)
         for runner in self.runners:
             self._await_ready(runner)
+        self.graders_warm.wait(timeout=600)  # beside the runners' warm-up, and shorter
         self.free = list(self.runners)
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
@@ -174,13 +177,14 @@ class Service:
 
     def _warm_graders(self) -> None:
         """Import the graders and make their first calls (:func:`autograder.grading.warm_up`, every check),
-        beside the runners' warm-up; a failure here is each scoring request's to meet and answer."""
+        beside the runners' warm-up. When that fails, the service scores nothing: a failure of its own must
+        not read as the learner's evidence being unusable (each command then scores its cells itself)."""
         try:
             from autograder.grading import warm_up
 
             warm_up(None)
-        except Exception:  # noqa: BLE001, S110 - scoring meets it again and answers with it
-            pass
+        except Exception as exc:  # noqa: BLE001 - said when the service starts, and every scoring refused
+            self.graders_failed = f"{type(exc).__name__}: {exc}"[:300]
         finally:
             self.graders_warm.set()
 
@@ -275,14 +279,21 @@ class Service:
             raise ConnectionError("closed")
         with self.lock:
             self.last = time.monotonic()
-        answer = json.dumps(self.score(check, body.decode("utf-8", errors="surrogatepass"))).encode()
+        scored = self.score(check, body.decode("utf-8", errors="surrogatepass"))
+        if scored is None:
+            _send(conn, "refused its graders could not be loaded")
+            return
+        answer = json.dumps(scored).encode()
         conn.sendall(f"scored {len(answer)}\n".encode() + answer)
 
-    def score(self, check: str, text: str) -> dict[str, object]:
+    def score(self, check: str, text: str) -> dict[str, object] | None:
         """Grade the evidence ``text`` with the grader of ``check``, as the command would in its own process
         (:func:`autograder.grading.verdicts.score_evidence`): the same code and libraries (its ``hello``
-        says which, and the command checked), the graders already imported and warm."""
+        says which, and the command checked), the graders already imported and warm. None when they could
+        not be loaded."""
         self.graders_warm.wait(timeout=600)
+        if self.graders_failed is not None:
+            return None
         from autograder.grading.verdicts import score_evidence
 
         return score_evidence(check, text)
@@ -378,6 +389,12 @@ def serve_command(workers: int, kinds_text: str, idle_seconds: float) -> int:
             f"{os.getpid()}): grade commands of this user on this machine use them; Ctrl-C stops",
             flush=True,
         )
+        if service.graders_failed:
+            print(
+                f"the graders could not be loaded ({terminal(service.graders_failed)}): this service scores "
+                "nothing, and grade commands score their cells themselves",
+                flush=True,
+            )
         why = service.serve_forever()
     except ServiceError as exc:
         print(f"error: {terminal(exc)}; nothing started", file=sys.stderr)
