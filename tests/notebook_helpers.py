@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import nbformat
@@ -103,3 +104,30 @@ def started_from_a_terminal(command: list[str], cwd: Path, env: dict[str, str]) 
     return subprocess.Popen(
         from_a_terminal(command), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """The rest of what ``proc`` writes to its text pipes until it ends: (stdout, stderr), each "" when not
+    a pipe. Unlike ``communicate`` with a timeout, which reads the pipes' descriptors, this reads their
+    streams, so that what a ``readline`` or a ``for line in`` of the test already buffered is not lost.
+    Kills ``proc`` and raises ``subprocess.TimeoutExpired`` when it outlives ``timeout``."""
+    streams = [proc.stdout, proc.stderr]
+    read: list[str] = ["", ""]
+
+    def drain(i: int) -> None:
+        read[i] = streams[i].read()  # type: ignore[union-attr]
+
+    piped = [i for i in (0, 1) if streams[i] is not None]
+    readers = [threading.Thread(target=drain, args=(i,), daemon=True) for i in piped]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join(timeout=timeout)
+        assert not reader.is_alive(), "a child of the process kept its pipe open after it ended"
+    return read[0], read[1]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_helpers import source_and_release, started_from_a_terminal
+from notebook_helpers import finish, source_and_release, started_from_a_terminal
 from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine.pipeline import ensure_course, grade_class
@@ -75,7 +75,7 @@ def test_ctrl_c_stops_writes_the_outputs_says_how_to_resume_and_leaves_no_temp_f
         if f"1/{len(students)}" in line:  # the first notebook is graded, the second is running
             proc.send_signal(signal.SIGINT)
             break
-    out, err = proc.communicate(timeout=120)
+    out, err = finish(proc, 120)
     err = "".join(seen) + err
     assert proc.returncode == 130, err
     assert "Interrupted: no new notebook starts; finishing the 1 running" in err
@@ -229,7 +229,7 @@ def test_a_second_ctrl_c_cancels_the_running_notebook(notebooks, own_folder: Pat
             proc.send_signal(signal.SIGINT)
             break
         time.sleep(0.2)
-    _, err = proc.communicate(timeout=120)
+    err = finish(proc, 120)[1]
     err = "".join(seen) + err
     assert started is not None, err
     assert time.monotonic() - started < 30, "the running notebook was not cancelled: " + err

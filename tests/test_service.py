@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from library_helpers import LIBRARY, OTHER_VERSION, other_library_env
-from notebook_helpers import source_and_release, started_from_a_terminal
+from notebook_helpers import finish, source_and_release, started_from_a_terminal
 from test_engine import FIXTURE, LIMITS, after, solved
 
 from autograder.engine import resident
@@ -64,8 +64,7 @@ def stop_service(proc: subprocess.Popen[str]) -> str:
     """SIGTERM the service; what it printed after its first line."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    return out
+    return finish(proc, 60)[0]
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +165,7 @@ def interrupt(folder: Path, course: str, times: int) -> tuple[int, str, Path]:
             times -= 1
             if not times:
                 break
-    _, err = proc.communicate(timeout=120)
+    err = finish(proc, 120)[1]
     return proc.returncode, "".join(seen) + err, temp
 
 
@@ -265,7 +264,7 @@ def test_refusals_stale_socket_and_idle_stop() -> None:
             assert nobody.stdout.startswith("refused only user 0 may use this service, not user 65534")
             runners, line = resident.lease(1, lambda: True, runtime)
             assert runners == [] and "is not a folder of this user closed to others" in line, line
-        out = proc.communicate(timeout=60)[0]
+        out = finish(proc, 60)[0]
         assert "refused a connection of user 65534" in out
         assert "no request for 10 s: runners stopped" in out
         assert not (folder / "runners.sock").exists()
