@@ -267,7 +267,7 @@ def test_a_class_warms_its_zygotes_up_first_and_runners_of_one_notebook_never() 
             zygotes = _zygotes_of(runner.pid)
             assert [cmd.split()[-2:] for _, cmd in zygotes] == [["numpy", warm]], _children(runner.pid)
             if warm == "first":
-                assert runner.stdout.readline().strip() == "ready"  # once the zygote has warmed up
+                assert executor._idle[0].answer(60) == "ready"  # once the zygote has warmed up
         finally:
             executor.close()
     executor = LocalExecutor()
@@ -281,3 +281,28 @@ def test_a_class_warms_its_zygotes_up_first_and_runners_of_one_notebook_never() 
             assert runner.warm == "first" and runner.kinds == ["numpy"] and runner.proc is not None
     finally:
         executor.close()
+
+
+def test_a_job_answered_in_the_same_read_as_ready_is_taken_at_once(tmp_path: Path) -> None:
+    """A runner that says ``ready`` and, its first notebook fast, ``done`` before the command reads either:
+    the job is done, not waited on until its hard limit and killed (a select on the pipe does not see a
+    line a buffered read already took in)."""
+    from autograder.engine.executor import RunnerProcess
+
+    class Quick(RunnerProcess):
+        def _start(self) -> subprocess.Popen[str]:
+            both = "import os, sys; job = sys.stdin.readline().strip(); "
+            both += "os.write(1, f'ready\\ndone {job}\\n'.encode()); sys.stdin.readline()"
+            pipe, command = subprocess.PIPE, [sys.executable, "-c", both]
+            # a session of its own, as a runner's: kill() kills the runner's session
+            return subprocess.Popen(command, stdin=pipe, stdout=pipe, text=True, start_new_session=True)
+
+    runner = Quick(tmp_path / "runner.log", warm="first")
+    runner.log.touch()
+    runner.proc = runner._start()
+    started = time.monotonic()
+    try:
+        killed, _ = runner.run(tmp_path / "job-1.job.json", hard_limit=20)
+    finally:
+        runner.kill()
+    assert not killed and time.monotonic() - started < 10

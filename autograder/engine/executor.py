@@ -329,11 +329,14 @@ class RunnerProcess:
         """When its zygotes warm up (:data:`WARM_UPS`); with ``first`` the runner answers ``ready`` once
         those of ``kinds`` have (a resident runner's, and those of a run with more notebooks than runners)."""
         self.proc: subprocess.Popen[str] | None = None
+        self._held = b""
+        """What the runner wrote on its stdout after its last whole answer (:meth:`answer`)."""
 
     def _start(self) -> subprocess.Popen[str]:
         if self.warm not in WARM_UPS:
             raise ValueError(f"a runner's zygotes warm up {' or '.join(WARM_UPS)}, not {self.warm!r}")
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self._held = b""
         with self.log.open("ab") as log_file:
             return subprocess.Popen(
                 [sys.executable, "-m", "autograder.engine.runner", "--serve"]
@@ -363,16 +366,10 @@ class RunnerProcess:
             proc.stdin.flush()
             deadline = time.monotonic() + hard_limit
             while not answered:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                line = self.answer(deadline - time.monotonic())
+                if line is None:
                     break
-                ready, _, _ = select.select([proc.stdout], [], [], remaining)
-                if not ready:
-                    continue
-                line = proc.stdout.readline()
-                if not line:
-                    break
-                answered = line.strip() == f"done {job_path}"
+                answered = line == f"done {job_path}"
         except (BrokenPipeError, OSError):
             answered = False
         if not answered:
@@ -382,6 +379,26 @@ class RunnerProcess:
             f.seek(offset)
             lines = f.read().decode(errors="replace").strip().splitlines()
         return killed, (lines[-1][:300] if lines else f"exit status {proc.poll()}")
+
+    def answer(self, seconds: float) -> str | None:
+        """The runner's next line on its stdout (``ready``, ``done JOB``), stripped, waiting at most
+        ``seconds``; None when none came in time or the runner closed its stdout. Read from the pipe's
+        descriptor, never through the stream's buffer: a select on the pipe does not see the lines a
+        buffered readline took in ahead (``ready`` and a fast job's ``done`` in one read left the job
+        waiting for its hard limit)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + seconds
+        while b"\n" not in self._held:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self._held += chunk
+        line, _, self._held = self._held.partition(b"\n")
+        return line.decode(errors="replace").strip()
 
     def kill(self) -> None:
         """Kill the runner's whole session."""

@@ -190,11 +190,9 @@ class Service:
 
     def _await_ready(self, runner: RunnerProcess, seconds: float = 600.0) -> bool:
         """Wait for a runner started with ``--warm-up first`` to say its zygotes are warm; kill it if not."""
-        proc = runner.proc
-        if proc is None or proc.stdout is None or not runner.kinds:
-            return proc is not None
-        ready, _, _ = select.select([proc.stdout], [], [], seconds)
-        if ready and proc.stdout.readline().strip() == "ready":
+        if runner.proc is None or not runner.kinds:
+            return runner.proc is not None
+        if runner.answer(seconds) == "ready":
             return True
         runner.kill()  # it starts again, cold, on its next job
         return False
