@@ -64,6 +64,11 @@ def describe_stop(end: dict[str, Any]) -> str | None:
     return stop.sentence() if stop else None
 
 
+Scorer = Callable[[str, str], "dict[str, Any] | None"]
+"""Grades one graded call's evidence elsewhere: ``(check, evidence text)`` to what :func:`score_evidence`
+gives, or None when it could not (the cell is then graded in this process)."""
+
+
 def grade_cell(
     cell: GradeCell, event: CellEvent | None, stop: str | None, scorer: Scorer | None = None
 ) -> CellResult:
@@ -110,11 +115,6 @@ def grade_cell(
         )
     score = _scaled(scored["score"], scored["points"], cell.points)
     return CellResult(cell.grade_id, cell.points, score, scored["text"], passed=score >= cell.points)
-
-
-Scorer = Callable[[str, str], "dict[str, Any] | None"]
-"""Grades one graded call's evidence elsewhere: ``(check, evidence text)`` to what :func:`score_evidence`
-gives, or None when it could not (the cell is then graded in this process)."""
 
 
 def score_evidence(check: str, text: str) -> dict[str, Any]:
