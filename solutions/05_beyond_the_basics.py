@@ -321,11 +321,13 @@ score
 # `torch.autograd.grad(y, x, g, create_graph=True)`, autograd records the operations your `backward`
 # performs, so the gradient it returns is itself a function of x and of `grad_output`, and can be
 # differentiated again: that is how a Hessian-vector product, a gradient penalty or `gradgradcheck`
-# works. It works **if backward is built from differentiable torch operations on the saved
-# tensors**. For the cube, $y = x^3$, backward returns $h(x, g) = \frac{d}{dx}(x^3)\, g$, elementwise, a
-# function of two tensors. Differentiating $\langle h(x, g), v\rangle$ once more, with respect to x
-# and to g, gives the second derivatives that the try-it cell checks by hand: derive them from your
-# $h$ before you run it.
+# works. It works **if backward computes its result from forward's inputs (or outputs), saved with
+# `save_for_backward`, with differentiable torch operations**. Forward itself runs with autograd off: a
+# value it computes and saves reaches backward as a constant, and whatever depends on x through it is
+# lost to the second derivative. For the cube, $y = x^3$, backward returns
+# $h(x, g) = \frac{d}{dx}(x^3)\, g$, elementwise, a function of two tensors. Differentiating
+# $\langle h(x, g), v\rangle$ once more, with respect to x and to g, gives the second derivatives that
+# the try-it cell checks by hand: derive them from your $h$ before you run it.
 #
 # A backward written in numpy (or on `.detach()`ed tensors, or under `torch.no_grad()`) computes the
 # right first derivative and cuts the graph: the second derivative then fails with an unhelpful
@@ -455,7 +457,10 @@ score
 #   `requires_grad` to False. Indices, counts and masks are such outputs. `backward` still receives
 #   one gradient per output (zeros for the marked ones) and ignores it. `MaxWithIndex` returns the
 #   maximum of each row of scores (N, C) and its index: values (N,) float, indices (N,) int64,
-#   $\text{values}_i = \max_k s_{ik}$. Which scores does a value depend on, with which slope?
+#   $\text{values}_i = \max_k s_{ik}$. Which scores does a value depend on, with which slope? When a
+#   row holds its maximum more than once, the index forward returns says which entry the value came
+#   from, and the gradient goes to that entry alone, as the backward of `scores.max(dim=1)` does
+#   (`torch.amax` would share it between the tied entries).
 # - **`ctx.mark_dirty(x)`**: forward modified its input x in place and returns it. Autograd then
 #   knows that the old value of x is gone and that the returned tensor **is** x (same object,
 #   version counter bumped). `InplaceReLU` clamps its input with `x.clamp_(min=0)` and returns x;
@@ -474,8 +479,8 @@ score
 # <details><summary>Hint 1: MaxWithIndex</summary>
 #
 # Nudging a score that is not its row's maximum does not change the maximum; nudging the maximum by
-# $\varepsilon$ changes it by $\varepsilon$ (ties aside). So each row of the gradient has one nonzero
-# entry, at the saved index, equal to that row's upstream value.
+# $\varepsilon$ changes it by $\varepsilon$ (for ties, the rule above). So each row of the gradient has
+# one nonzero entry, at the saved index, equal to that row's upstream value.
 #
 # </details>
 #
@@ -689,8 +694,9 @@ score
 #
 # <details><summary>Hint 2 (backward)</summary>
 #
-# Notebook 02's gradient needs the probabilities and the targets: save those in forward
-# (`ctx.save_for_backward(log_probs.exp(), targets)`), and multiply the result by `grad_output`.
+# Notebook 02's gradient needs the probabilities and the targets: save those in forward (with
+# `ctx.save_for_backward`; the probabilities are the exponential of the log-probabilities you already
+# have), and multiply the result by `grad_output`.
 #
 # </details>
 #
@@ -854,9 +860,12 @@ score
 # recorded, gradients cleared afterwards.
 #
 # **Target.** On the tutorial's data (2000 points on $[-\pi, \pi]$, $y = \sin x$) this loop ends at
-# a sum of squared errors of 8.94 (we measured it in float64), from 461.9 at the start. The check
-# calls `fit_legendre` on that data and on a rescaled sine, recomputes the loss of the (a, b, c, d)
-# you return with its own code, and expects it within 5% of what the same loop reaches.
+# a sum of squared errors of 8.94 (we measured it in float64), from 461.9 at the start (the try-it cell
+# below prints both). The test cell calls `fit_legendre` on that data; the grader, and
+# `python -m autograder check`, call it on data drawn anew for each run (a sine scaled by a drawn
+# amplitude, at drawn points x), so their target is another number. Each recomputes the loss of the
+# (a, b, c, d) you return with its own code and expects it within 5% of what the same loop reaches on
+# the same data.
 
 
 # %% solution grade_id="fit_legendre"
@@ -888,10 +897,18 @@ def fit_legendre(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float, float,
 # %%
 x = torch.linspace(-math.pi, math.pi, 2000)
 y = torch.sin(x)
+
+
+def fitted(a, b, c, d):
+    """a + b P3(c + d x), with P3 written out."""
+    return a + b * 0.5 * (5 * (c + d * x) ** 3 - 3 * (c + d * x))
+
+
+start = float(((fitted(0.0, -1.0, 0.0, 0.3) - y) ** 2).sum())
 a, b, c, d = fit_legendre(x, y.clone())
-y_fit = a + b * 0.5 * (5 * (c + d * x) ** 3 - 3 * (c + d * x))
+y_fit = fitted(a, b, c, d)
 sse = float(((y_fit - y) ** 2).sum())
-print(f"y = {a:.4f} + {b:.4f} * P3({c:.4f} + {d:.4f} x); sum of squared errors {sse:.3f}")
+print(f"y = {a:.4f} + {b:.4f} * P3({c:.4f} + {d:.4f} x); sum of squared errors {sse:.3f}, from {start:.1f}")
 print("within 5% of 8.94:", "ok" if sse <= 1.05 * 8.94 else "WRONG")
 plt.plot(x, y, label="sin(x)")
 plt.plot(x, y_fit, label="fit")

@@ -582,8 +582,9 @@ score
 #
 # `torch.compile` runs your Python once with fake tensors (shapes and dtypes, no data) to capture a
 # graph of operations, then hands that graph to a compiler. For an `autograd.Function` made of torch
-# operations it traces forward and backward through; but code it cannot trace (a C++ or GPU kernel,
-# numpy, a library call) breaks the graph, and what it can trace it may rewrite. A **custom
+# operations it traces forward and backward through; but code it cannot trace (a C++ or GPU kernel of
+# your own, a call into a library it does not know) breaks the graph, and what it can trace it may
+# rewrite (numpy calls on arrays made from tensors it traces too, by turning them into torch ones). A **custom
 # operator** is one opaque node in that graph, with everything the tools need said explicitly:
 #
 # - `torch.library.custom_op("backprop_course::attention", mutates_args=())` turns a function with
@@ -624,15 +625,17 @@ score
 #
 # <details><summary>Hint 1</summary>
 #
-# The kernel returns `flash_forward(q, k, v, is_causal)[0]`. An operator's output must not be a view
-# of an input, and must have the strides the fake kernel promises: a new contiguous tensor is safe.
+# The kernel is your `flash_forward`, which returns two tensors; the operator returns one. An
+# operator's output must not be a view of an input, and must have the strides the fake kernel
+# promises: a new contiguous tensor is safe.
 #
 # </details>
 #
 # <details><summary>Hint 2</summary>
 #
-# The fake kernel: `q.new_empty((*q.shape[:-1], v.shape[-1]))`. `inputs` in `setup_context` is
-# `(q, k, v, is_causal)`; save the three inputs and the output, and put `is_causal` on `ctx`.
+# The fake kernel allocates and computes nothing: `q.new_empty(shape)`, with the output's shape, which
+# is q's with its last size taken from v. `inputs` in `setup_context` is `(q, k, v, is_causal)`; save
+# the three inputs and the output, and put `is_causal` on `ctx`.
 #
 # </details>
 #

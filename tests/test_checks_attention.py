@@ -83,21 +83,27 @@ def test_attention_wrong_named(name):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _saved(size: str = "right", dedupe: bool = False, hooks: bool = True):
+#: What the pack hook returns (the unpack hook returning its argument): the tensor, nothing (a return
+#: forgotten), its shape (unpack then makes zeros of it: the meter right, backward wrong).
+PACKED = {"tensor": lambda t: t, "nothing": lambda t: None, "shape": lambda t: t.shape}
+UNPACKED = {"tensor": lambda t: t, "nothing": lambda t: t, "shape": lambda shape: torch.zeros(shape)}
+
+
+def _saved(size: str = "right", dedupe: bool = False, hooks: bool = True, packs: str = "tensor"):
     def saved_tensors(fn: Any, *args: Any) -> list[tuple[tuple[int, ...], int]]:
         found: list[tuple[tuple[int, ...], int]] = []
         seen: set[int] = set()
 
-        def pack(t: torch.Tensor) -> torch.Tensor:
+        def pack(t: torch.Tensor) -> Any:
             if dedupe and id(t) in seen:
                 return t
             seen.add(id(t))
             per = {"right": t.element_size(), "numel": 1, "four": 4}[size]
             found.append((tuple(t.shape), t.numel() * per))
-            return t
+            return PACKED[packs](t)
 
         if hooks:
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autograd.graph.saved_tensors_hooks(pack, UNPACKED[packs]):
                 fn(*args)
         else:
             fn(*args)
@@ -119,6 +125,8 @@ SAVED_WRONG = {
     "four bytes always": (_saved(size="four"), "the element size is fixed"),
     "one tensor twice listed once": (_saved(dedupe=True), "a tensor saved twice is listed once"),
     "no hooks": (_saved(hooks=False), "no tensor was recorded"),
+    "pack returns nothing": (_saved(packs="nothing"), "the unpack hook must return the tensor the pack hook"),
+    "pack keeps the shape only": (_saved(packs="shape"), "Backward used what your unpack hook returned"),
 }
 
 

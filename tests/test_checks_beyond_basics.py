@@ -282,6 +282,21 @@ class CubeDetached(Cube):
         return 3 * x.detach() ** 2 * grad_output
 
 
+class CubeSavesDerivative(Cube):
+    """The derivative computed in forward (where autograd records nothing) and saved: dx is right, and
+    constant in x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(3 * x**2)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (dydx,) = ctx.saved_tensors
+        return dydx * grad_output
+
+
 class CubeNumpyBackward(Cube):
     """A numpy backward without once_differentiable: the second derivative silently vanishes."""
 
@@ -318,7 +333,8 @@ class CubeNoGrad(Cube):
 @pytest.mark.parametrize(
     ("cube", "numpy_cube", "item", "says"),
     [
-        (CubeDetached, NumpyCube, "second derivative through x", "detached"),
+        (CubeDetached, NumpyCube, "second derivative through x", "x detached"),
+        (CubeSavesDerivative, NumpyCube, "second derivative through x", "one computed in forward"),
         (CubeNumpyBackward, NumpyCube, "second derivative through x", "not built from differentiable"),
         (CubeNoGrad, NumpyCube, "second derivative through", "does not"),
         (

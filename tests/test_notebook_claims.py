@@ -1192,3 +1192,62 @@ def test_06_defining_an_operator_again_replaces_it() -> None:
     x = torch.ones(2)
     assert latest(x).tolist() == [3.0, 3.0]
     assert torch.ops.backprop_course.claims_probe(x).tolist() == [3.0, 3.0]
+
+
+def test_05_a_value_forward_computes_and_saves_is_a_constant_to_the_second_derivative() -> None:
+    """Exercise 3: "Forward itself runs with autograd off: a value it computes and saves reaches backward
+    as a constant": the derivative saved from forward gives the right first derivative and a second
+    derivative through x of zero, where the saved x gives 6 x g v."""
+    import torch
+
+    class SavesDerivative(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            assert not torch.is_grad_enabled()
+            ctx.save_for_backward(3 * x**2)
+            return x**3
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (dydx,) = ctx.saved_tensors
+            return dydx * grad_output
+
+    Cube = notebook("05_beyond_the_basics")["Cube"]
+    x, g, v = (torch.randn(4, 3, dtype=torch.float64) for _ in range(3))
+    x.requires_grad_()
+    g.requires_grad_()  # as in the try-it and the check: the second derivatives through x and through g
+    for fn, expected in ((SavesDerivative, torch.zeros_like(x)), (Cube, 6 * x * g * v)):
+        (dx,) = torch.autograd.grad(fn.apply(x), x, g, create_graph=True)
+        assert torch.allclose(dx, 3 * x**2 * g)
+        (hx,) = torch.autograd.grad((dx * v).sum(), x, allow_unused=True)
+        hx = torch.zeros_like(x) if hx is None else hx
+        assert torch.allclose(hx, expected.detach())
+
+
+def test_05_ties_go_to_the_returned_index_with_max_and_are_shared_with_amax() -> None:
+    """Exercise 4: the backward of ``scores.max(dim=1)`` gives a tied row's gradient to the index it
+    returns alone; ``torch.amax`` shares it between the tied entries."""
+    import torch
+
+    scores = torch.tensor([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]], requires_grad=True)
+    values, indices = scores.max(dim=1)
+    (by_max,) = torch.autograd.grad(values.sum(), scores)
+    chosen = torch.zeros_like(scores)
+    chosen[torch.arange(2), indices] = 1.0
+    assert torch.equal(by_max, chosen)
+    (by_amax,) = torch.autograd.grad(torch.amax(scores, dim=1).sum(), scores)
+    assert torch.equal(by_amax, torch.tensor([[0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]))
+
+
+def test_06_torch_compile_traces_numpy_calls_on_arrays_made_from_tensors() -> None:
+    """Exercise 5: numpy is not among what breaks the graph: torch.compile traces numpy calls on arrays
+    made from tensors, with no graph break (``fullgraph=True`` compiles)."""
+    import numpy as np
+    import torch
+
+    def f(x):
+        return torch.from_numpy(np.sin(x.numpy()) * 2.0)
+
+    x = torch.randn(5)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    assert torch.allclose(compiled(x), f(x))

@@ -118,6 +118,16 @@ def _scores_softmax_values(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) ->
     return torch.softmax(a @ b.transpose(-2, -1) / 2.0, dim=-1) @ c
 
 
+def _exp_then_gradient(x: torch.Tensor) -> torch.Tensor:
+    """exp(x), then, under the same hooks, the gradient of its sum: backward unpacks what exp saved."""
+    (gradient,) = torch.autograd.grad(torch.exp(x).sum(), x)
+    return gradient
+
+
+#: The case whose function runs backward inside ``saved_tensors``: what it returns is recorded (the
+#: gradient, exp(x), as right as the unpack hook's tensor lets it be).
+SAVED_BACKWARD = "exp(x), then its gradient under the hooks"
+
 #: The functions ``saved_tensors`` is called on, with the shapes of their arguments; the last entry
 #: says whether the arguments require grad (with none requiring it, autograd saves nothing).
 SAVED_FUNCTIONS: dict[str, tuple[Callable[..., torch.Tensor], tuple[tuple[int, ...], ...], str, bool]] = {
@@ -127,6 +137,7 @@ SAVED_FUNCTIONS: dict[str, tuple[Callable[..., torch.Tensor], tuple[tuple[int, .
     "a @ b": (torch.matmul, ((5, 3), (3, 7)), "float64", True),
     "softmax(a @ b.T / 2) @ c": (_scores_softmax_values, ((6, 4), (9, 4), (9, 4)), "float32", True),
     "x * y, nothing requires grad": (torch.mul, ((3, 4), (3, 4)), "float64", False),
+    SAVED_BACKWARD: (_exp_then_gradient, ((4, 3),), "float64", True),
 }
 
 
@@ -175,14 +186,21 @@ def collect_saved_tensors(saved_tensors: Any, *, seed: int = 0, device: Any = No
     label = getattr(saved_tensors, "__name__", "saved_tensors")
     cases = {}
     for index, name in enumerate(SAVED_FUNCTIONS):
-        fn = SAVED_FUNCTIONS[name][0]
+        fn, returned = SAVED_FUNCTIONS[name][0], []
         args = saved_arguments(case_seed(seed, index), name, where)
         if name.startswith("x * x"):
             args = args[:1]
+
+        def called(*given: Any, fn: Callable[..., torch.Tensor] = fn, returned: list[Any] = returned) -> Any:
+            returned.append(fn(*given))
+            return returned[-1]
+
         run = FunctionRun(saved_tensors, label)
-        result = run.run("call", lambda fn=fn, args=args: saved_tensors(fn, *args))
+        result = run.run("call", lambda args=args, called=called: saved_tensors(called, *args))
         if result is not FAILED:
             run.record["outputs"]["saved"] = _plain(result)
+            if name == SAVED_BACKWARD and returned:
+                run.record["outputs"]["gradient"] = freeze(returned[-1])
         run.snapshot("call", {f"argument {i}": a for i, a in enumerate(args)})
         cases[name] = run.record
     return {"check": "saved_tensors", "seed": seed, "device": where.type, "cases": cases}

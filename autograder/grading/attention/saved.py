@@ -9,11 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
-from autograder.checks.attention import SAVED_FUNCTIONS, SAVED_TENSORS, saved_arguments
+from autograder.checks.attention import (
+    SAVED_BACKWARD,
+    SAVED_FUNCTIONS,
+    SAVED_TENSORS,
+    saved_arguments,
+    saved_inputs,
+)
 from autograder.checks.attention_inputs import SavedLog
+from autograder.checks.compare import compare
 from autograder.checks.core import Evidence, case_seed
+from autograder.checks.functions import FunctionRecord
 from autograder.checks.report import Item, Report
 from autograder.grading import grader, report_for
 from autograder.grading.toolkit import add_notes, step_error
@@ -72,6 +81,28 @@ def saved_problem(got: Any, expected: Pairs, name: str) -> str | None:
     return f"{shown}. Likely mistake: {likely}" if likely else shown
 
 
+#: What the unpack hook must give back, said where backward under the learner's hooks went wrong.
+GIVE_BACK = "the unpack hook must return the tensor the pack hook was given (does each return its argument?)"
+
+
+def call_problem(error: str) -> str:
+    """The call's error, with the likely mistake when torch refused what the unpack hook returned."""
+    if "unpack_hook expected to be a Tensor" in error:
+        return f"{error}. Likely mistake: backward ran under your hooks and {GIVE_BACK}"
+    return error
+
+
+def gradient_problem(record: FunctionRecord, seed: int, index: int) -> str | None:
+    """For :data:`SAVED_BACKWARD`: what is wrong with the gradient that backward computed under the
+    learner's hooks (exp(x), from the tensor exp saved), or None when it is right."""
+    (x,) = saved_inputs(case_seed(seed, index), SAVED_BACKWARD)
+    name = "the gradient of exp(x).sum() computed under your hooks"
+    verdict = compare(name, record["outputs"].get("gradient"), np.exp(x))
+    if verdict.ok:
+        return None
+    return f"{verdict.detail} Backward used what your unpack hook returned: {GIVE_BACK}"
+
+
 @grader(SAVED_TENSORS)
 def grade_saved_tensors(evidence: Evidence) -> Report:
     """Grade: per function, the list of (shape, nbytes) the hooks see (1 each)."""
@@ -81,10 +112,12 @@ def grade_saved_tensors(evidence: Evidence) -> Report:
         record = records[name]
         error = step_error(record, "call")
         if error:
-            report.add(Item(name, False, error, 1.0))
+            report.add(Item(name, False, call_problem(error), 1.0))
             continue
         expected = true_saved(seed, index, name)
         problem = saved_problem(record["outputs"].get("saved"), expected, name)
+        if problem is None and name == SAVED_BACKWARD:
+            problem = gradient_problem(record, seed, index)
         total = sum(size for _, size in expected)
         report.add(Item(name, problem is None, problem or f"{len(expected)} tensor(s), {total} bytes", 1.0))
     add_notes(report, records.values())

@@ -18,7 +18,11 @@ from autograder.grading.function_contract import contract_of, unchanged_item
 from autograder.grading.toolkit import ItemOf, judge, step_error
 
 #: The mistakes that leave the second derivative through x, and through grad_output, zero.
-DETACHED = "the saved x was detached (or backward ran under no_grad): dx does not depend on x"
+DETACHED = (
+    "dx does not depend on x through operations autograd recorded: backward used a value it cannot trace "
+    "back to x (one computed in forward, where autograd records nothing, and saved; x detached; or one "
+    "computed under no_grad); compute the derivative in backward, from the saved x"
+)
 NOT_DIFFERENTIABLE = "backward does not use grad_output with differentiable operations"
 
 #: What torch says when a once_differentiable backward is differentiated.
