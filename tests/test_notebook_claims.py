@@ -1199,24 +1199,21 @@ def test_05_a_value_forward_computes_and_saves_is_a_constant_to_the_second_deriv
     as a constant": the derivative saved from forward gives the right first derivative and a second
     derivative through x of zero, where the saved x gives 6 x g v."""
     import torch
+    from test_checks_beyond_basics import CubeSavesDerivative
 
-    class SavesDerivative(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            assert not torch.is_grad_enabled()
-            ctx.save_for_backward(3 * x**2)
-            return x**3
+    grad_mode: list[bool] = []
 
-        @staticmethod
-        def backward(ctx, grad_output):
-            (dydx,) = ctx.saved_tensors
-            return dydx * grad_output
+    class Probe(torch.autograd.Function):
+        forward = staticmethod(lambda ctx, x: grad_mode.append(torch.is_grad_enabled()) or x.clone())
+        backward = staticmethod(lambda ctx, grad_output: grad_output)
 
+    Probe.apply(torch.ones(2, requires_grad=True))
+    assert grad_mode == [False]
     Cube = notebook("05_beyond_the_basics")["Cube"]
     x, g, v = (torch.randn(4, 3, dtype=torch.float64) for _ in range(3))
     x.requires_grad_()
     g.requires_grad_()  # as in the try-it and the check: the second derivatives through x and through g
-    for fn, expected in ((SavesDerivative, torch.zeros_like(x)), (Cube, 6 * x * g * v)):
+    for fn, expected in ((CubeSavesDerivative, torch.zeros_like(x)), (Cube, 6 * x * g * v)):
         (dx,) = torch.autograd.grad(fn.apply(x), x, g, create_graph=True)
         assert torch.allclose(dx, 3 * x**2 * g)
         (hx,) = torch.autograd.grad((dx * v).sum(), x, allow_unused=True)
